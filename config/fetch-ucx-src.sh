@@ -1,0 +1,60 @@
+#!/bin/sh
+#
+# Fetch the Debian source package of the installed UCX into DESTDIR.
+#
+# The plugin needs UCX's internal headers (uct/base/*.h, ucs/...), which the
+# binary packages do not ship. Debian's source package of exactly the
+# installed version, with Debian's patches applied, is the tree those
+# binaries were built from.
+#
+# usage: fetch-ucx-src.sh VERSION DESTDIR
+#   VERSION  upstream version of the installed UCX, e.g. 1.13.1
+#   DESTDIR  where the unpacked tree goes (must not exist yet)
+#
+set -e
+version=${1:?usage: fetch-ucx-src.sh VERSION DESTDIR}
+dest=${2:?usage: fetch-ucx-src.sh VERSION DESTDIR}
+
+die() {
+    echo "fetch-ucx-src.sh: $*" >&2
+    echo "fetch-ucx-src.sh: alternatively unpack UCX $version yourself and pass --with-ucx-src=DIR to configure" >&2
+    exit 1
+}
+
+command -v apt-get >/dev/null 2>&1 || die "apt-get not found: not a Debian-like system"
+debver=$(dpkg-query -W -f '${Version}' libucx-dev 2>/dev/null) ||
+    die "libucx-dev is not installed (apt-get install libucx-dev)"
+case "$debver" in
+    "$version"-*|"$version") ;;
+    *) die "installed libucx-dev is $debver, expected UCX $version" ;;
+esac
+
+as_root() {
+    if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@" ||
+        die "need root to run '$*'"; fi
+}
+
+# 'apt-get source' needs deb-src entries; derive them from the deb entries.
+if ! grep -rqsE '^(deb-src|Types:.*deb-src)' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+        sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources |
+            as_root tee /etc/apt/sources.list.d/syncmem-deb-src.sources >/dev/null
+    elif [ -f /etc/apt/sources.list ]; then
+        sed -n 's/^deb /deb-src /p' /etc/apt/sources.list |
+            as_root tee /etc/apt/sources.list.d/syncmem-deb-src.list >/dev/null
+    else
+        die "no apt sources found to derive deb-src entries from"
+    fi
+    as_root apt-get update -qq || die "apt-get update failed"
+fi
+command -v dpkg-source >/dev/null 2>&1 ||
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev >/dev/null ||
+    die "cannot install dpkg-dev (needed to unpack the source package)"
+
+tmp=$(mktemp -d "${dest%/*}/.ucx-src.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+(cd "$tmp" && apt-get source -qq "ucx=$debver" >/dev/null 2>"$tmp/log") || {
+    cat "$tmp/log" >&2; die "'apt-get source ucx=$debver' failed"; }
+[ -d "$tmp/ucx-$version" ] || die "source package did not unpack to ucx-$version"
+mv "$tmp/ucx-$version" "$dest"
+echo "fetch-ucx-src.sh: UCX $debver source in $dest"

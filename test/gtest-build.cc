@@ -1,0 +1,2 @@
+// googletest, compiled with this project's compiler and flags.
+#include "src/gtest-all.cc"

@@ -1,0 +1,130 @@
+// Helpers for tests on a real verbs device (inside the guest, or on a host
+// with an HCA). The device comes from SYNCMEM_DEV0, which contrib/guest.sh
+// sets (e.g. "rxe0:1").
+#ifndef SYNCMEM_TEST_GUEST_H_
+#define SYNCMEM_TEST_GUEST_H_
+
+#include <gtest/gtest.h>
+
+extern "C" {
+#include <uct/api/uct.h>
+#include <ucs/async/async.h>
+}
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+class syncmem_test : public testing::Test {
+protected:
+    void SetUp() override {
+        const char *dev = getenv("SYNCMEM_DEV0");
+        ASSERT_NE(nullptr, dev)
+                << "SYNCMEM_DEV0 is not set: run these tests through"
+                   " test/guest.test, or set it to an active port (rxe0:1)";
+        m_dev = dev;
+        m_md_name = m_dev.substr(0, m_dev.rfind(':'));
+
+        ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK,
+                                                   &m_async));
+        ASSERT_EQ(UCS_OK, uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE,
+                                            &m_worker));
+        m_component = find_component("syncmem");
+        ASSERT_NE(nullptr, m_component) << "syncmem component not registered";
+        m_md = open_md(m_component, m_md_name);
+        ASSERT_NE(nullptr, m_md);
+    }
+
+    void TearDown() override {
+        for (uct_iface_h iface : m_ifaces) {
+            uct_iface_close(iface);
+        }
+        for (uct_md_h md : m_mds) {
+            uct_md_close(md);
+        }
+        if (m_worker != nullptr) {
+            uct_worker_destroy(m_worker);
+        }
+        if (m_async != nullptr) {
+            ucs_async_context_destroy(m_async);
+        }
+    }
+
+    static uct_component_h find_component(const std::string &name) {
+        uct_component_h *components, found = nullptr;
+        unsigned count;
+
+        if (uct_query_components(&components, &count) != UCS_OK) {
+            return nullptr;
+        }
+        for (unsigned i = 0; i < count; ++i) {
+            uct_component_attr_t attr;
+            attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+            if ((uct_component_query(components[i], &attr) == UCS_OK) &&
+                (name == attr.name)) {
+                found = components[i];
+            }
+        }
+        uct_release_component_list(components);
+        return found;
+    }
+
+    uct_md_h open_md(uct_component_h component, const std::string &name) {
+        uct_md_config_t *config;
+        uct_md_h md = nullptr;
+
+        if (uct_md_config_read(component, NULL, NULL, &config) != UCS_OK) {
+            return nullptr;
+        }
+        if (uct_md_open(component, name.c_str(), config, &md) == UCS_OK) {
+            m_mds.push_back(md);
+        }
+        uct_config_release(config);
+        return md;
+    }
+
+    // Opens tl_name on dev_name; config_mods are NAME=VALUE pairs.
+    ucs_status_t open_iface(uct_md_h md, const char *tl_name,
+                            const std::string &dev_name, uct_iface_h *iface_p,
+                            const std::vector<std::pair<std::string,
+                                                        std::string>> &mods = {}) {
+        uct_iface_config_t *config;
+        uct_iface_params_t params = {};
+        ucs_status_t status;
+
+        status = uct_md_iface_config_read(md, tl_name, NULL, NULL, &config);
+        if (status != UCS_OK) {
+            return status;
+        }
+        for (auto &mod : mods) {
+            status = uct_config_modify(config, mod.first.c_str(),
+                                       mod.second.c_str());
+            if (status != UCS_OK) {
+                uct_config_release(config);
+                return status;
+            }
+        }
+
+        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+                                      UCT_IFACE_PARAM_FIELD_DEVICE;
+        params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
+        params.mode.device.tl_name  = tl_name;
+        params.mode.device.dev_name = dev_name.c_str();
+        status = uct_iface_open(md, m_worker, &params, config, iface_p);
+        uct_config_release(config);
+        if (status == UCS_OK) {
+            m_ifaces.push_back(*iface_p);
+        }
+        return status;
+    }
+
+    std::string                m_dev, m_md_name;
+    ucs_async_context_t        *m_async  = nullptr;
+    uct_worker_h               m_worker  = nullptr;
+    uct_component_h            m_component = nullptr;
+    uct_md_h                   m_md      = nullptr;
+    std::vector<uct_md_h>      m_mds;
+    std::vector<uct_iface_h>   m_ifaces;
+};
+
+#endif

@@ -1,0 +1,48 @@
+// The installed UCX's own tools see the module when loaded as documented.
+#include "syncmem_test.h"
+#include "test/syncmem_run.h"
+
+extern "C" {
+#include <uct_syncmem/syncmem.h>
+}
+
+#include <regex>
+
+TEST_F(syncmem_test, ucx_info_lists_syncmem_on_the_port)
+{
+    int status;
+    std::string out = syncmem_run(UCX_INFO " -d", &status);
+
+    ASSERT_EQ(0, status) << out;
+    std::regex listed("Component: syncmem[^]*Transport: syncmem\\s*\n#\\s*"
+                      "Device: " + m_dev + "\\s*\n#\\s*Type: network");
+    EXPECT_TRUE(std::regex_search(out, listed)) << out;
+}
+
+TEST_F(syncmem_test, ucx_info_shows_every_config_variable_with_its_doc)
+{
+    int status;
+    std::string out = syncmem_run(UCX_INFO " -c -f", &status);
+    ASSERT_EQ(0, status) << out;
+
+    for (ucs_config_field_t *f = uct_syncmem_iface_config_table; f->name; ++f) {
+        if (f->name[0] == '\0') {
+            // embedded UCT base table: its variables carry our prefix too
+            for (ucs_config_field_t *b = (ucs_config_field_t*)f->parser.arg;
+                 b->name; ++b) {
+                if (b->name[0] && (b->doc != NULL)) {
+                    EXPECT_NE(std::string::npos,
+                              out.find(std::string("UCX_SYNCMEM_") + b->name +
+                                       "="))
+                            << b->name;
+                }
+            }
+            continue;
+        }
+        std::string doc_line(f->doc, strcspn(f->doc, "\n"));
+        EXPECT_NE(std::string::npos,
+                  out.find(std::string("UCX_SYNCMEM_") + f->name + "="))
+                << f->name;
+        EXPECT_NE(std::string::npos, out.find(doc_line)) << doc_line;
+    }
+}

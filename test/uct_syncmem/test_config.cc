@@ -1,0 +1,68 @@
+// The UCX_SYNCMEM_* configuration table (uct_syncmem/syncmem_iface.c).
+#include <gtest/gtest.h>
+
+extern "C" {
+#include <uct_syncmem/syncmem.h>
+}
+
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+struct scoped_env {
+    scoped_env(const char *name, const char *value) : m_name(name) {
+        setenv(name, value, 1);
+    }
+    ~scoped_env() { unsetenv(m_name.c_str()); }
+    std::string m_name;
+};
+
+ucs_status_t read_config(uct_syncmem_iface_config_t *config)
+{
+    return ucs_config_parser_fill_opts(config, uct_syncmem_iface_config_table,
+                                       "UCX_", UCT_SYNCMEM_CONFIG_PREFIX, 0);
+}
+
+} // namespace
+
+TEST(config, defaults_are_auto)
+{
+    uct_syncmem_iface_config_t config;
+
+    ASSERT_EQ(UCS_OK, read_config(&config));
+    EXPECT_EQ(UCS_ULUNITS_AUTO, config.gid_index);
+    EXPECT_EQ(UCS_ULUNITS_AUTO, config.mtu);
+    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+}
+
+TEST(config, values_from_environment)
+{
+    scoped_env mtu("UCX_SYNCMEM_MTU", "1024");
+    scoped_env gid("UCX_SYNCMEM_GID_INDEX", "3");
+    uct_syncmem_iface_config_t config;
+
+    ASSERT_EQ(UCS_OK, read_config(&config));
+    EXPECT_EQ(1024ul, config.mtu);
+    EXPECT_EQ(3ul, config.gid_index);
+    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+}
+
+TEST(config, bad_value_is_an_error)
+{
+    scoped_env mtu("UCX_SYNCMEM_MTU", "lots");
+    uct_syncmem_iface_config_t config;
+
+    EXPECT_NE(UCS_OK, read_config(&config));
+}
+
+TEST(config, every_entry_is_documented)
+{
+    for (ucs_config_field_t *f = uct_syncmem_iface_config_table; f->name; ++f) {
+        if (f->name[0] == '\0') {
+            continue; // the embedded base table
+        }
+        ASSERT_NE(nullptr, f->doc) << f->name;
+        EXPECT_GT(strlen(f->doc), 20u) << f->name;
+    }
+}

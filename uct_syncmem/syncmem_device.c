@@ -1,0 +1,226 @@
+/*
+ * syncmem - ports of a verbs device: naming, addressing, speed.
+ *
+ * A UCT device is one active port of a verbs device, named "<dev>:<port>"
+ * as UCX's own verbs transports name them ("rxe0:1", "mlx5_0:1"), so that
+ * UCX_NET_DEVICES selects syncmem and rc_verbs on the same ports alike.
+ */
+#include "syncmem.h"
+#include "syncmem_addr.h"
+
+#include <ucs/sys/string.h>
+#include <errno.h>
+#include <string.h>
+
+
+ucs_status_t uct_syncmem_device_parse_name(const uct_syncmem_md_t *md,
+                                           const char *dev_name,
+                                           uint8_t *port_num_p)
+{
+    const char *sep = strrchr(dev_name, ':');
+    size_t len      = (sep == NULL) ? 0 : (size_t)(sep - dev_name);
+    char *end;
+    unsigned long port;
+
+    if ((sep == NULL) || (len != strlen(md->name)) ||
+        strncmp(dev_name, md->name, len)) {
+        ucs_error("syncmem: device '%s' does not belong to memory domain '%s'"
+                  " (expected '%s:<port>')", dev_name, md->name, md->name);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    port = strtoul(sep + 1, &end, 10);
+    if ((*end != '\0') || (port == 0) ||
+        (port > md->dev_attr.phys_port_cnt)) {
+        ucs_error("syncmem: device '%s': no port '%s' on %s (it has %u)",
+                  dev_name, sep + 1, md->name, md->dev_attr.phys_port_cnt);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    *port_num_p = port;
+    return UCS_OK;
+}
+
+/*
+ * On RoCE, pick the GID that RoCE v2 with an IPv4-mapped address uses:
+ * routable, and what every RoCE NIC and Soft-RoCE offer. Fall back to any
+ * RoCE v2 GID, then to any non-zero one.
+ */
+static ucs_status_t uct_syncmem_port_find_gid(uct_syncmem_md_t *md,
+                                              uint8_t port_num, int tbl_len,
+                                              uint8_t *index_p)
+{
+    int best = -1, best_score = 0, score, i;
+    struct ibv_gid_entry entry;
+
+    for (i = 0; i < tbl_len; ++i) {
+        if (ibv_query_gid_ex(md->ctx, port_num, i, &entry, 0)) {
+            continue; /* empty entries answer ENODATA */
+        }
+
+        score = 1 + 2 * (entry.gid_type == IBV_GID_TYPE_ROCE_V2) +
+                uct_syncmem_gid_is_ipv4((union ibv_gid*)entry.gid.raw);
+        if (score > best_score) {
+            best       = i;
+            best_score = score;
+        }
+    }
+
+    if (best < 0) {
+        ucs_error("syncmem: %s:%u has no GID; is its network interface up and"
+                  " does it have an IP address?", md->name, port_num);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    *index_p = best;
+    return UCS_OK;
+}
+
+static enum ibv_mtu uct_syncmem_mtu_from_bytes(unsigned long bytes)
+{
+    enum ibv_mtu mtu = IBV_MTU_256;
+
+    while ((mtu < IBV_MTU_4096) && ((256ul << mtu) <= bytes)) {
+        ++mtu;
+    }
+    return mtu;
+}
+
+ucs_status_t uct_syncmem_port_open(uct_syncmem_md_t *md, uint8_t port_num,
+                                   const uct_syncmem_iface_config_t *config,
+                                   uct_syncmem_port_t *port)
+{
+    struct ibv_port_attr attr;
+    enum ibv_mtu cap;
+    int ret;
+
+    ret = ibv_query_port(md->ctx, port_num, &attr);
+    if (ret) {
+        ucs_error("syncmem: ibv_query_port(%s:%u) failed: %s", md->name,
+                  port_num, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    if (attr.state != IBV_PORT_ACTIVE) {
+        ucs_error("syncmem: %s:%u is %s, not active; check the link (ibv_devinfo)",
+                  md->name, port_num, ibv_port_state_str(attr.state));
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    memset(port, 0, sizeof(*port));
+    port->num          = port_num;
+    port->link_layer   = attr.link_layer;
+    port->lid          = attr.lid;
+    port->active_speed = attr.active_speed;
+    port->active_width = attr.active_width;
+    port->mtu          = attr.active_mtu;
+
+    if (config->mtu != UCS_ULUNITS_AUTO) {
+        if ((config->mtu < 256) || (config->mtu > 4096) ||
+            !ucs_is_pow2(config->mtu)) {
+            ucs_error("syncmem: UCX_SYNCMEM_MTU=%lu is not one of 256, 512,"
+                      " 1024, 2048, 4096", config->mtu);
+            return UCS_ERR_INVALID_PARAM;
+        }
+        cap       = uct_syncmem_mtu_from_bytes(config->mtu);
+        port->mtu = ucs_min(port->mtu, cap);
+    }
+
+    if (attr.link_layer == IBV_LINK_LAYER_ETHERNET) {
+        if (config->gid_index == UCS_ULUNITS_AUTO) {
+            ucs_status_t status = uct_syncmem_port_find_gid(md, port_num,
+                                                            attr.gid_tbl_len,
+                                                            &port->gid_index);
+            if (status != UCS_OK) {
+                return status;
+            }
+        } else if (config->gid_index >= attr.gid_tbl_len) {
+            ucs_error("syncmem: UCX_SYNCMEM_GID_INDEX=%lu is out of range for"
+                      " %s:%u (table size %d)", config->gid_index, md->name,
+                      port_num, attr.gid_tbl_len);
+            return UCS_ERR_INVALID_PARAM;
+        } else {
+            port->gid_index = config->gid_index;
+        }
+    } else if (attr.lid == 0) {
+        ucs_error("syncmem: %s:%u has no LID; is a subnet manager running?",
+                  md->name, port_num);
+        return UCS_ERR_NO_DEVICE;
+    }
+
+    ret = ibv_query_gid(md->ctx, port_num, port->gid_index, &port->gid);
+    if (ret) {
+        ucs_error("syncmem: ibv_query_gid(%s:%u, index %u) failed: %s",
+                  md->name, port_num, port->gid_index, strerror(errno));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    ucs_debug("syncmem: %s:%u %s lid %u gid index %u mtu %u", md->name,
+              port_num, (attr.link_layer == IBV_LINK_LAYER_ETHERNET) ?
+              "RoCE" : "IB", port->lid, port->gid_index, 128u << port->mtu);
+    return UCS_OK;
+}
+
+/* Data rate in bytes/second from the port's reported speed and width. */
+double uct_syncmem_port_bandwidth(const uct_syncmem_port_t *port)
+{
+    double lane_gbps, encoding = 64.0 / 66.0;
+    unsigned lanes;
+
+    switch (port->active_speed) {
+    case 1:   lane_gbps = 2.5;  encoding = 0.8; break; /* SDR */
+    case 2:   lane_gbps = 5.0;  encoding = 0.8; break; /* DDR */
+    case 4:   lane_gbps = 10.0; encoding = 0.8; break; /* QDR */
+    case 8:   lane_gbps = 10.3125;  break;             /* FDR10 */
+    case 16:  lane_gbps = 14.0625;  break;             /* FDR */
+    case 32:  lane_gbps = 25.78125; break;             /* EDR */
+    case 64:  lane_gbps = 53.125;   break;             /* HDR */
+    case 128: lane_gbps = 106.25;   break;             /* NDR */
+    default:  lane_gbps = 2.5;  encoding = 0.8; break;
+    }
+
+    switch (port->active_width) {
+    case 2:  lanes = 4;  break;
+    case 4:  lanes = 8;  break;
+    case 8:  lanes = 12; break;
+    case 16: lanes = 2;  break;
+    default: lanes = 1;  break;
+    }
+
+    return lane_gbps * 1e9 / 8.0 * lanes * encoding;
+}
+
+ucs_status_t uct_syncmem_query_tl_devices(uct_md_h tl_md,
+                                          uct_tl_device_resource_t **devices_p,
+                                          unsigned *num_devices_p)
+{
+    uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
+    uct_tl_device_resource_t *devices;
+    struct ibv_port_attr attr;
+    unsigned count = 0;
+    uint8_t port;
+
+    devices = ucs_calloc(md->dev_attr.phys_port_cnt, sizeof(*devices),
+                         "syncmem_devices");
+    if (devices == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    for (port = 1; port <= md->dev_attr.phys_port_cnt; ++port) {
+        if (ibv_query_port(md->ctx, port, &attr) ||
+            (attr.state != IBV_PORT_ACTIVE)) {
+            ucs_debug("syncmem: %s:%u is not active, skipped", md->name, port);
+            continue;
+        }
+
+        ucs_snprintf_zero(devices[count].name, sizeof(devices[count].name),
+                          "%s:%u", md->name, port);
+        devices[count].type       = UCT_DEVICE_TYPE_NET;
+        devices[count].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+        ++count;
+    }
+
+    *devices_p     = devices;
+    *num_devices_p = count;
+    return UCS_OK;
+}
