@@ -1,0 +1,46 @@
+#!/bin/sh
+#
+# bootstrap.sh: set up a fresh Debian machine and build syncmem.
+#
+#   contrib/bootstrap.sh [--no-install] [CONFIGURE-ARGS...]
+#
+# Installs the build and test dependencies that are missing (Debian
+# packages: UCX development files and tools, rdma-core, googletest,
+# autotools, qemu for the test guest), generates and runs configure when
+# there is no Makefile yet, then builds. Safe to run again.
+#
+set -e
+cd "$(dirname "$0")/.."
+
+install=yes
+case "$1" in
+    -h|--help) sed -n '3,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --no-install) install=no; shift ;;
+esac
+
+# Build: UCX dev files + tools, verbs, googletest, autotools.
+# Tests and benchmarks: qemu and busybox for the guest, verbs utilities,
+# perftest, iproute2 for the guest's network.
+pkgs="libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
+      ibverbs-providers perftest googletest autoconf automake libtool
+      pkg-config make g++ dpkg-dev qemu-system-x86 busybox-static kmod cpio
+      iproute2"
+
+if [ "$install" = yes ]; then
+    missing=
+    for p in $pkgs; do
+        dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+            missing="$missing $p"
+    done
+    if [ -n "$missing" ]; then
+        echo "bootstrap: installing$missing"
+        sudo=; [ "$(id -u)" = 0 ] || sudo="sudo -n"
+        $sudo apt-get update -qq
+        $sudo env DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    fi
+fi
+
+[ -x configure ] || ./autogen.sh
+[ -f Makefile ] || ./configure "$@"
+make -j"$(nproc)"

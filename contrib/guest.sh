@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# guest.sh - run a command inside a throwaway VM that has Soft-RoCE (rdma_rxe).
+#
+# The host kernel has no RDMA, so we boot Debian's stock kernel under qemu,
+# share the HOST root filesystem read-only over 9p (with a tmpfs overlay so the
+# guest can write), share the build tree read-write at the same absolute path,
+# load rdma_rxe and run COMMAND there.  The guest-side setup lives in
+# contrib/guest-init.sh.  See --help.
+set -euo pipefail
+
+prog=guest
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+usage() {
+    cat <<EOF
+usage: contrib/guest.sh [options] -- COMMAND [ARGS...]
+
+Boot a qemu guest with Soft-RoCE devices and run COMMAND in it (in the current
+directory, which should be inside the shared directory).  Exits with COMMAND's
+status; 124 on timeout; 125 if the guest itself failed.
+
+options:
+  --two-hosts       two rxe devices (rxe0 on smv0 10.77.1.1, rxe1 on smv1
+                    10.77.1.2) joined by a veth pair, so traffic between them
+                    really crosses a netdev (tc netem on smv0 works)
+                    default: one rxe0 on dummy netdev syncmem0 (10.77.0.1)
+  --timeout SECS    kill the guest after SECS seconds (default 1800)
+  --cpus N          guest vCPUs (default 2)
+  --mem MB          guest memory (default 4096)
+  --cache DIR       kernel/initramfs cache (default \$SYNCMEM_GUEST_CACHE or
+                    <repo>/.guest-cache)
+  --share DIR       directory shared read-write at the same path
+                    (default: the repo root, $repo_root)
+  -h, --help        this text
+
+environment:
+  SYNCMEM_GUEST=none       run COMMAND directly on the host (real HCA)
+  SYNCMEM_GUEST_ACCEL=kvm|tcg   force the qemu accelerator (default: tcg
+                           unless a real kvm_intel/kvm_amd is loaded)
+  SYNCMEM_GUEST_APPEND     extra kernel command line (e.g. loglevel=7;
+                           the console is shown only if the guest dies)
+  PATH, UCX_*, SYNCMEM_*, GTEST_* are passed into the guest.
+In the guest COMMAND sees SYNCMEM_GUEST=1, SYNCMEM_GUEST_MODE=one|two,
+SYNCMEM_DEV0=rxe0:1, SYNCMEM_IP0, and in two-host mode SYNCMEM_DEV1=rxe1:1,
+SYNCMEM_IP1, SYNCMEM_NETDEV0/1.
+EOF
+}
+
+say() { echo "$prog: $*" >&2; }
+die() { say "$*"; exit 125; }
+
+mode=one timeout=1800 cpus=2 mem=4096
+cache=${SYNCMEM_GUEST_CACHE:-$repo_root/.guest-cache}
+share=$repo_root
+while (($#)); do
+    case $1 in
+        --two-hosts) mode=two ;;
+        --timeout) timeout=${2:?}; shift ;;
+        --cpus) cpus=${2:?}; shift ;;
+        --mem) mem=${2:?}; shift ;;
+        --cache) cache=${2:?}; shift ;;
+        --share) share=${2:?}; shift ;;
+        -h|--help) usage; exit 0 ;;
+        --) shift; break ;;
+        *) say "unknown option '$1'"; usage >&2; exit 125 ;;
+    esac
+    shift
+done
+(($#)) || { usage >&2; exit 125; }
+
+# --- machine with a real HCA: no VM, just export the same variables --------
+if [[ ${SYNCMEM_GUEST:-} == none ]]; then
+    mapfile -t devs < <(ibv_devinfo 2>/dev/null | awk '/hca_id:/ {d=$2}
+        /port:/ {p=$2} /state:.*PORT_ACTIVE/ {print d ":" p}')
+    ((${#devs[@]})) || die "SYNCMEM_GUEST=none but ibv_devinfo shows no active port"
+    export SYNCMEM_GUEST_MODE=host SYNCMEM_DEV0=${SYNCMEM_DEV0:-${devs[0]}}
+    ((${#devs[@]} > 1)) && export SYNCMEM_DEV1=${SYNCMEM_DEV1:-${devs[1]}}
+    exec "$@"
+fi
+
+# --- host packages ------------------------------------------------------------
+need=()
+# busybox-static: it runs inside the initramfs with no libc around.
+# ibverbs-providers holds librxe (only a Recommends of libibverbs1).
+for p in qemu-system-x86 busybox-static kmod cpio xz-utils rdma-core \
+         ibverbs-utils ibverbs-providers iproute2; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+done
+if ((${#need[@]})); then
+    say "installing missing packages: ${need[*]}"
+    { [[ $EUID == 0 ]] && apt-get update -q >&2 &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+          --no-install-recommends "${need[@]}" >&2; } ||
+        die "could not install packages; please install: ${need[*]}"
+fi
+
+# --- kernel (cached) ------------------------------------------------------
+# The kernel package is unpacked under $cache/root; its modules directory is
+# shared into the guest as /lib/modules/<kver> (the host has none for it).
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
+exec 9>"$cache/.lock"   # concurrent runs: one prepares, the others wait
+flock 9
+kimg=$(compgen -G "$cache/root/boot/vmlinuz-*" | head -1 || true)
+if [[ -z $kimg ]]; then
+    # linux-image-amd64 is a metapackage: resolve the real linux-image-<kver>.
+    kpkg() { apt-cache depends linux-image-amd64 2>/dev/null |
+             awk '/Depends: linux-image-[0-9]/ {print $2; exit}'; }
+    pkg=$(kpkg)
+    [[ -z $pkg && $EUID == 0 ]] && apt-get update -q >&2 && pkg=$(kpkg)
+    [[ -n $pkg ]] || die "kernel download failed: cannot resolve linux-image-amd64 (apt-get update?)"
+    say "downloading $pkg"
+    rm -rf "$cache/dl" "$cache/root"; mkdir -p "$cache/dl"
+    # (Sandbox::User=root: else apt, as root, warns that its _apt user
+    # cannot write to the directory; harmless but noisy)
+    (cd "$cache/dl" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2) ||
+        die "kernel download failed: apt-get download $pkg"
+    dpkg-deb -x "$cache"/dl/"$pkg"_*.deb "$cache/root" ||
+        die "cannot unpack $cache/dl/$pkg"
+    rm -rf "$cache/dl"
+    kimg=$(compgen -G "$cache/root/boot/vmlinuz-*" | head -1)
+fi
+kver=${kimg##*/vmlinuz-}
+# Under TCG the decompressor in vmlinuz costs ~4.5 s per boot.  The kernel
+# has a PVH entry note, so qemu can start the uncompressed ELF directly.
+vmlinux=$cache/root/boot/vmlinux-$kver
+if [[ ! -e $vmlinux ]]; then
+    off=$(grep -abo $'\xfd7zXZ\x00' "$kimg" | head -1 | cut -d: -f1)
+    # (xz complains about the data after the stream: ignore, check the ELF)
+    [[ -n $off ]] && { tail -c +$((off + 1)) "$kimg" |
+        xz -dc >"$vmlinux.tmp" 2>/dev/null || true; }
+    if [[ $(head -c 4 "$vmlinux.tmp" 2>/dev/null) == $'\x7fELF' ]]; then
+        mv "$vmlinux.tmp" "$vmlinux"
+    else
+        rm -f "$vmlinux.tmp"; ln -s "${kimg##*/}" "$vmlinux"
+    fi
+fi
+moddir=$cache/root/lib/modules/$kver
+[[ -e $moddir/modules.dep ]] || depmod -b "$cache/root" "$kver" ||
+    die "depmod failed for $kver"
+
+# --- initramfs (cached, keyed by kernel and the /init text) ---------------------
+# Only what is needed to reach the host root: virtio-pci, 9p, overlay.  The
+# dependency closure comes from modprobe --show-depends, in load order.
+read -r -d '' initscript <<'EOF' || true
+#!/bin/busybox sh
+export PATH=/bin
+fail() { echo "guest initramfs: $*"; poweroff -f; }
+mount -t proc proc /proc
+for ko in $(cat /modules.list); do insmod "$ko" || fail "insmod $ko"; done
+o=trans=virtio,version=9p2000.L,msize=512000
+# Host root read-only ("loose" cache is fine: nobody changes it under us)...
+mkdir -p /ro /rw /newroot
+mount -t 9p -o $o,ro,cache=loose hostroot /ro || fail "mount hostroot"
+# ...with a tmpfs upper layer so the guest can write /etc, /var, ... privately.
+mount -t tmpfs -o mode=0755 rw /rw && mkdir /rw/up /rw/work
+mount -t overlay -o lowerdir=/ro,upperdir=/rw/up,workdir=/rw/work overlay \
+    /newroot || fail "mount overlay"
+mkdir -p /newroot/.guest
+mount -t 9p -o $o,cache=none ctl /newroot/.guest || fail "mount ctl"
+# /tmp and /run are tmpfs here, before the share: it may live below them.
+mount -t tmpfs -o mode=1777 tmp /newroot/tmp
+mount -t tmpfs -o mode=0755 run /newroot/run
+share=$(cat /newroot/.guest/share) kver=$(uname -r)
+mkdir -p "/newroot$share" "/newroot/lib/modules/$kver"
+# cache=mmap: the build tree is rw and must see host changes; mmap for the linker.
+mount -t 9p -o $o,cache=mmap share "/newroot$share" || fail "mount share"
+mount -t 9p -o $o,ro,cache=loose modules "/newroot/lib/modules/$kver" ||
+    fail "mount modules"
+umount /proc
+exec switch_root /newroot /bin/bash /.guest/guest-init.sh
+EOF
+sum=$(printf '%s' "$initscript" | md5sum | cut -c1-8)
+initrd=$cache/initramfs-$kver-$sum.cpio.gz
+if [[ ! -e $initrd ]]; then
+    say "building $initrd"
+    rm -f "$cache"/initramfs-*.cpio.gz
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    mkdir -p "$tmp"/{bin,proc,dev}
+    cp /bin/busybox "$tmp/bin/"
+    for a in sh mount umount mkdir cat insmod switch_root poweroff; do
+        ln -s busybox "$tmp/bin/$a"
+    done
+    printf '%s\n' "$initscript" >"$tmp/init"; chmod +x "$tmp/init"
+    modprobe -d "$cache/root" -S "$kver" --show-depends -a \
+        virtio_pci 9pnet_virtio 9p overlay | awk '$1 == "insmod" {print $2}' |
+        while read -r ko; do
+            cp "$ko" "$tmp/bin/" && echo "/bin/${ko##*/}"
+        done | awk '!seen[$0]++' >"$tmp/modules.list"
+    [[ -s $tmp/modules.list ]] || die "no modules found in $moddir"
+    (cd "$tmp" && find . | cpio -o -H newc --quiet | gzip -1) >"$initrd.tmp"
+    mv "$initrd.tmp" "$initrd"
+    rm -rf "$tmp"; trap - EXIT
+fi
+exec 9>&-
+
+# --- control directory: command, environment, status ---------------------
+ctl=$(mktemp -d "${TMPDIR:-/tmp}/syncmem-guest.XXXXXX")
+trap 'rm -rf "$ctl"' EXIT
+share=$(cd "$share" && pwd)
+printf '%s\n' "$share" >"$ctl/share"
+printf '%s\n' "$mode" >"$ctl/mode"
+cp "$repo_root/contrib/guest-init.sh" "$ctl/" || die "guest-init.sh missing"
+{
+    # COMMAND's stdout is a serial tty in the guest even when ours is a file
+    # or pipe: TERM=dumb then, or gtest & co. colour the logs.
+    term=dumb; [[ -t 1 ]] && term=${TERM:-dumb}
+    printf 'export PATH=%q HOME=/root TERM=%q\n' "$PATH" "$term"
+    for v in $(compgen -e); do
+        [[ $v == UCX_* || $v == SYNCMEM_* || $v == GTEST_* ]] &&
+            printf 'export %s=%q\n' "$v" "${!v}"
+    done
+    true
+} >"$ctl/env"
+printf 'cd %q || cd /\nexec ' "$PWD" >"$ctl/cmd"
+printf '%q ' "$@" >>"$ctl/cmd"; echo >>"$ctl/cmd"
+
+# --- accelerator ----------------------------------------------------------
+# /dev/kvm here can be kvm_pvm (a paravirtual KVM that cannot boot a stock
+# kernel), so only use KVM when it is the real thing (kvm_intel/kvm_amd
+# loaded, no kvm_pvm) or when SYNCMEM_GUEST_ACCEL=kvm asks for it.
+accel=${SYNCMEM_GUEST_ACCEL:-} cmdline=
+if [[ -z $accel ]]; then
+    accel=tcg
+    if [[ -w /dev/kvm && ! -e /sys/module/kvm_pvm ]] &&
+       [[ -e /sys/module/kvm_intel || -e /sys/module/kvm_amd ]]; then
+        accel=kvm
+    fi
+fi
+case $accel in
+    kvm) accelopt=(-accel kvm -cpu host) ;;
+    # -cpu max under TCG tops out at AVX2: fine, we never build -march=native.
+    # norandmaps: TCG caches translated code by virtual address, so without
+    # ASLR every exec reuses it (a dynamic /bin/true: 120 -> 60 ms).
+    # mitigations=off: no point in an emulated throwaway VM, and faster.
+    tcg) accelopt=(-accel "tcg,thread=multi" -cpu max)
+         cmdline="mitigations=off norandmaps" ;;
+    *) die "SYNCMEM_GUEST_ACCEL must be kvm or tcg" ;;
+esac
+
+# qboot is a minimal firmware that boots ~0.5 s faster than SeaBIOS.
+bios=()
+[[ -e /usr/share/qemu/qboot.rom ]] && bios=(-bios /usr/share/qemu/qboot.rom)
+
+# --- boot ------------------------------------------------------------------
+fsargs=()
+fs() { # fs TAG PATH [ro]: export PATH to the guest as 9p mount tag TAG
+    local ro=; [[ ${3:-} == ro ]] && ro=,readonly=on
+    # multidevs=remap: the host root spans several filesystems (inode clashes)
+    # (a comma inside a qemu option value is written as two)
+    fsargs+=(-fsdev "local,id=$1,path=${2//,/,,},security_model=none,multidevs=remap$ro"
+             -device "virtio-9p-pci,fsdev=$1,mount_tag=$1")
+}
+fs hostroot / ro
+fs ctl "$ctl"
+fs share "$share"
+fs modules "$moddir" ro
+# Three serial ports keep the streams apart: ttyS0 is the kernel console
+# (to a log, shown only if the guest dies), ttyS1 is COMMAND's stdin/stdout
+# (qemu's stdio), ttyS2 its stderr (a fifo copied to our stderr).  A pipe
+# chardev reads from PATH.in and writes to PATH.out; nothing writes err.in.
+mkfifo "$ctl/err.in" "$ctl/err.out"
+cat <"$ctl/err.out" >&2 &
+[[ -t 0 ]] && touch "$ctl/tty"
+# Boot-time report: guest-init creates $ctl/started right before COMMAND.
+t0=$(date +%s.%N)
+( while [[ ! -e $ctl/started && -e $ctl/mode ]]; do sleep 0.1; done
+  [[ -e $ctl/started ]] &&
+      say "booted in $(echo "$(date +%s.%N) $t0" | awk '{printf "%.1f", $1-$2}') s ($accel)"
+) &
+watchpid=$!
+set +e
+timeout --foreground -k 10 "$timeout" \
+    qemu-system-x86_64 -machine q35 "${accelopt[@]}" -smp "$cpus" -m "$mem" \
+    -nodefaults -no-user-config -display none -no-reboot \
+    -chardev file,id=con,path="${ctl//,/,,}/console" -serial chardev:con \
+    -chardev stdio,id=out,signal=on -serial chardev:out \
+    -chardev pipe,id=err,path="${ctl//,/,,}/err" -serial chardev:err \
+    "${bios[@]}" -kernel "$vmlinux" -initrd "$initrd" \
+    -append "console=ttyS0 loglevel=3 quiet panic=-1 $cmdline ${SYNCMEM_GUEST_APPEND:-}" \
+    "${fsargs[@]}"
+rc=$?
+set -e
+kill "$watchpid" 2>/dev/null || true
+# Let cat drain the fifo to EOF (opening it here also unblocks a cat still
+# waiting in open() because qemu never started).
+exec 3<>"$ctl/err.out"; exec 3>&-
+wait 2>/dev/null || true
+if ((rc == 124 || rc == 137)); then
+    say "timed out after $timeout s"; exit 124
+elif ((rc != 0)); then
+    die "qemu failed (exit $rc)"
+elif [[ ! -s $ctl/status ]]; then
+    tail -n 30 "$ctl/console" >&2
+    die "the guest died before reporting COMMAND's exit status"
+fi
+exit "$(cat "$ctl/status")"
