@@ -13,6 +13,7 @@
 #include <uct/base/uct_md.h>
 #include <uct/base/uct_iface.h>
 #include <ucs/sys/string.h>
+#include <ucs/datastruct/khash.h>
 #include <infiniband/verbs.h>
 
 #define UCT_SYNCMEM_NAME         "syncmem"
@@ -46,18 +47,153 @@ typedef struct uct_syncmem_md {
 } uct_syncmem_md_t;
 
 
+#define UCT_SYNCMEM_RKEY_MAGIC 0x5d
+
+/* What a peer needs to access our memory: the verbs rkey. The magic byte
+ * and CRC make a garbled or foreign key an error at unpack time. */
+typedef struct UCS_S_PACKED uct_syncmem_packed_rkey {
+    uint8_t  magic;
+    uint32_t rkey;
+    uint16_t crc;
+} uct_syncmem_packed_rkey_t;
+
+
+/* A registration: what uct_mem_h points to. */
+typedef struct uct_syncmem_mem {
+    struct ibv_mr *mr;
+} uct_syncmem_mem_t;
+
+
 typedef struct uct_syncmem_iface_config {
     uct_iface_config_t super;
-    unsigned long      gid_index;  /* UCS_ULUNITS_AUTO: pick RoCE v2 IPv4 */
-    unsigned long      mtu;        /* UCS_ULUNITS_AUTO: the port's active MTU */
+    unsigned long      gid_index;     /* UCS_ULUNITS_AUTO: RoCE v2 IPv4 */
+    unsigned long      mtu;           /* UCS_ULUNITS_AUTO: active MTU */
+    unsigned           tx_queue_len;  /* send queue depth of each QP */
+    unsigned           tx_cq_len;     /* send CQ size, shared by all QPs */
+    unsigned           tx_moderation; /* signal at least every N sends */
+    unsigned           tx_max_inline;
+    unsigned           tx_max_sge;
+    size_t             seg_size;      /* bcopy bounce buffer size */
+    ucs_time_t         cm_timeout;    /* handshake retransmit interval */
+    unsigned           cm_retries;
+    double             rc_timeout;    /* RC ack timeout, seconds */
+    unsigned           rc_retry_count;
+    unsigned           rc_rnr_retry_count;
 } uct_syncmem_iface_config_t;
 
 
-typedef struct uct_syncmem_iface {
+typedef struct uct_syncmem_iface uct_syncmem_iface_t;
+typedef struct uct_syncmem_op    uct_syncmem_op_t;
+
+typedef void (*uct_syncmem_op_cb_t)(uct_syncmem_op_t *op, ucs_status_t status);
+
+/*
+ * Work to do when a send completes: call a user completion, release a
+ * bounce buffer, unpack fetched data. RC completes a QP's sends in order,
+ * so ops wait in their endpoint's queue in posting order, tagged with the
+ * sequence number of their work request; one completion retires every op
+ * up to its number (sends in between need no completion of their own).
+ */
+struct uct_syncmem_op {
+    ucs_queue_elem_t      queue;
+    uint16_t              sn;
+    uct_syncmem_op_cb_t   handler;
+    uct_completion_t      *comp;
+    uct_unpack_callback_t unpack_cb;   /* get_bcopy */
+    void                  *unpack_arg;
+    size_t                length;
+};
+
+/* An op with a registered bounce buffer behind it (bcopy). */
+typedef struct uct_syncmem_desc {
+    uct_syncmem_op_t super;
+    uint32_t         lkey;
+} uct_syncmem_desc_t;
+
+
+enum {
+    UCT_SYNCMEM_EP_CONNECTING,
+    UCT_SYNCMEM_EP_CONNECTED,
+    UCT_SYNCMEM_EP_FAILED
+};
+
+typedef struct uct_syncmem_ep {
+    uct_base_ep_t        super;
+    struct ibv_qp        *qp;
+    ucs_list_link_t      list;          /* in iface->eps */
+    ucs_arbiter_group_t  arb_group;     /* pending requests */
+    uint8_t              state;
+    uint8_t              fence;         /* fence the next work request */
+    ucs_status_t         status;        /* why the endpoint failed */
+    struct {
+        int              available;     /* free send queue slots */
+        uint16_t         sn;            /* of the last posted request */
+        uint16_t         acked_sn;      /* of the last completed request */
+        uint16_t         unsignaled;    /* requests since the last signal */
+        ucs_queue_head_t outstanding;   /* uct_syncmem_op_t, by sn */
+    } tx;
+    struct {
+        uint64_t         conn_id;       /* unique within our iface */
+        uint64_t         peer_iface_id;
+        uint32_t         peer_cm_qpn;
+        uct_syncmem_port_t peer;        /* the peer's port, unpacked */
+        struct ibv_ah    *ah;           /* to the peer's CM QP */
+        ucs_time_t       next_retry;
+        unsigned         retries_left;
+        uint32_t         peer_rc_qpn;   /* from the REP */
+        volatile int     replied;       /* set by the async handler */
+    } cm;
+} uct_syncmem_ep_t;
+
+
+/* Handshake state of an iface; see syncmem_cm.c. */
+typedef struct uct_syncmem_cm {
+    struct ibv_comp_channel *channel; /* wakes the async handler */
+    struct ibv_cq    *cq;
+    struct ibv_qp    *qp;            /* UD */
+    struct ibv_mr    *mr;
+    void             *bufs;
+    unsigned         send_head;      /* next send slot */
+    unsigned         sends_posted;
+    uint64_t         next_conn_id;
+    unsigned         connecting;     /* endpoints waiting for a reply */
+    ucs_list_link_t  passive;        /* uct_syncmem_cm_passive_t */
+    struct uct_syncmem_cm_retired_ah *retired;
+} uct_syncmem_cm_t;
+
+
+/* Send completions name their QP; this finds the endpoint behind it. */
+KHASH_MAP_INIT_INT(uct_syncmem_qp_eps, struct uct_syncmem_ep*)
+
+struct uct_syncmem_iface {
     uct_base_iface_t   super;
     uct_syncmem_port_t port;
     uint64_t           id;        /* tells our own iface address from others */
-} uct_syncmem_iface_t;
+    struct ibv_cq      *cq;       /* send completions of every RC QP */
+    ucs_list_link_t    eps;
+    khash_t(uct_syncmem_qp_eps) qp_eps;
+    ucs_arbiter_t      arbiter;   /* endpoints with pending requests */
+    ucs_mpool_t        op_mp;     /* uct_syncmem_op_t */
+    ucs_mpool_t        tx_mp;     /* uct_syncmem_desc_t + seg_size bytes */
+    struct ibv_mr      *tx_mr;    /* registered tx_mp chunks */
+    int                cq_available;
+    struct uct_syncmem_ep *dispatching; /* endpoint whose pending queue runs */
+    uct_syncmem_cm_t   cm;
+    struct {
+        unsigned       tx_queue_len;
+        unsigned       tx_moderation;
+        unsigned       max_inline;
+        unsigned       max_sge;
+        unsigned       max_sge_rd;
+        size_t         seg_size;
+        ucs_time_t     cm_timeout;
+        unsigned       cm_retries;
+        uint8_t        rc_timeout;      /* IB encoding: 4.096us * 2^N */
+        uint8_t        rc_retry_count;
+        uint8_t        rc_rnr_retry_count;
+        uint8_t        max_rd_atomic;
+    } config;
+};
 
 
 extern uct_component_t uct_syncmem_component;
@@ -74,5 +210,36 @@ double uct_syncmem_port_bandwidth(const uct_syncmem_port_t *port);
 ucs_status_t uct_syncmem_query_tl_devices(uct_md_h md,
                                           uct_tl_device_resource_t **devices_p,
                                           unsigned *num_devices_p);
+
+/* syncmem_qp.c */
+ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
+                                   struct ibv_qp **qp_p);
+ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,
+                                    struct ibv_qp *qp,
+                                    const uct_syncmem_port_t *peer,
+                                    uint32_t dest_qpn);
+ucs_status_t uct_syncmem_ah_create(uct_syncmem_iface_t *iface,
+                                   const uct_syncmem_port_t *peer,
+                                   struct ibv_ah **ah_p);
+ucs_status_t uct_syncmem_wc_status(enum ibv_wc_status status);
+
+/* syncmem_cm.c */
+ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface);
+void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface);
+ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep);
+void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep);
+unsigned uct_syncmem_cm_progress(uct_syncmem_iface_t *iface);
+
+/* syncmem_ep.c */
+void uct_syncmem_op_release(uct_syncmem_op_t *op, ucs_status_t status);
+void uct_syncmem_op_complete(uct_syncmem_op_t *op, ucs_status_t status);
+void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep);
+void uct_syncmem_ep_set_failed(uct_syncmem_ep_t *ep, ucs_status_t status);
+void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
+                                 ucs_status_t status);
+ucs_arbiter_cb_result_t uct_syncmem_ep_pending_dispatch(ucs_arbiter_t *arbiter,
+                                                        ucs_arbiter_group_t *group,
+                                                        ucs_arbiter_elem_t *elem,
+                                                        void *arg);
 
 #endif

@@ -29,9 +29,11 @@ typedef struct UCS_S_PACKED uct_syncmem_dev_addr {
     uint16_t crc;         /* ucs_crc16 of everything above */
 } uct_syncmem_dev_addr_t;
 
-/* One interface among those behind a device address. */
+/* One interface behind a device address: where its handshake QP listens,
+ * and an id that tells this iface from an earlier one with the same QPN. */
 typedef struct UCS_S_PACKED uct_syncmem_iface_addr {
     uint64_t id;
+    uint32_t cm_qpn;
 } uct_syncmem_iface_addr_t;
 
 

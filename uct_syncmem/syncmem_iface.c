@@ -1,11 +1,18 @@
 /*
  * syncmem - the transport interface: one per port and worker.
+ *
+ * The iface owns what its endpoints share: the send CQ, bounce buffers,
+ * the pending arbiter and the handshake QP (syncmem_cm.c).
  */
 #include "syncmem.h"
 #include "syncmem_addr.h"
 
 #include <ucs/sys/string.h>
 #include <ucs/type/class.h>
+#include <ucs/sys/sys.h>
+#include <ucs/async/async.h>
+#include <ucs/arch/cpu.h>
+#include <math.h>
 
 
 ucs_config_field_t uct_syncmem_iface_config_table[] = {
@@ -24,14 +31,199 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "the port's active MTU. Peers use the smaller of their two values.",
      ucs_offsetof(uct_syncmem_iface_config_t, mtu), UCS_CONFIG_TYPE_ULUNITS},
 
+    {"TX_QUEUE_LEN", "256",
+     "Send queue depth of each endpoint's QP: operations an endpoint may have\n"
+     "outstanding before it answers UCS_ERR_NO_RESOURCE.",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_queue_len),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"TX_CQ_LEN", "4096",
+     "Size of the send completion queue shared by all endpoints of an iface:\n"
+     "operations the iface may have outstanding in all.",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_cq_len), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_MODERATION", "64",
+     "Ask for a completion at least every this many sends, even when nobody\n"
+     "waits for one; fewer completions cost less CPU, but send queue slots\n"
+     "come back later. Capped at a quarter of TX_QUEUE_LEN.",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_moderation),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"TX_MAX_INLINE", "128",
+     "Largest put_short, copied into the work request by the CPU (no DMA\n"
+     "read of the source). The device may grant less; ucx_info shows the\n"
+     "result as put 'short' size.",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_max_inline),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TX_MAX_SGE", "6",
+     "Largest number of iov entries in one zero-copy put or get (also capped\n"
+     "by the device).",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_max_sge), UCS_CONFIG_TYPE_UINT},
+
+    {"SEG_SIZE", "8k",
+     "Size of the registered bounce buffers used by put_bcopy and get_bcopy:\n"
+     "the largest bcopy operation.",
+     ucs_offsetof(uct_syncmem_iface_config_t, seg_size),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"CM_TIMEOUT", "300ms",
+     "Time to wait for the peer's answer to a connection request before\n"
+     "sending it again.",
+     ucs_offsetof(uct_syncmem_iface_config_t, cm_timeout),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
+    {"CM_RETRIES", "20",
+     "Connection requests sent again before an endpoint fails with\n"
+     "UCS_ERR_ENDPOINT_TIMEOUT (after about CM_TIMEOUT * (CM_RETRIES + 1)).",
+     ucs_offsetof(uct_syncmem_iface_config_t, cm_retries), UCS_CONFIG_TYPE_UINT},
+
+    {"RC_TIMEOUT", "67ms",
+     "RC transport timeout: how long the HCA waits for an acknowledgement\n"
+     "before retransmitting (rounded up to 4.096us * 2^N).",
+     ucs_offsetof(uct_syncmem_iface_config_t, rc_timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"RC_RETRY_COUNT", "7",
+     "RC retransmissions before an operation fails with\n"
+     "UCS_ERR_ENDPOINT_TIMEOUT (0..7).",
+     ucs_offsetof(uct_syncmem_iface_config_t, rc_retry_count),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"RC_RNR_RETRY_COUNT", "7",
+     "Retries when the receiver has no buffer posted (0..7, 7 is infinite).",
+     ucs_offsetof(uct_syncmem_iface_config_t, rc_rnr_retry_count),
+     UCS_CONFIG_TYPE_UINT},
+
     {NULL}
 };
 
+
+static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
+    struct ibv_wc wc[16];
+    uct_syncmem_ep_t *ep;
+    ucs_status_t status;
+    khiter_t it;
+    int i, n;
+
+    n = ibv_poll_cq(iface->cq, ucs_static_array_size(wc), wc);
+    for (i = 0; i < n; ++i) {
+        it = kh_get(uct_syncmem_qp_eps, &iface->qp_eps, wc[i].qp_num);
+        if (ucs_unlikely(it == kh_end(&iface->qp_eps))) {
+            continue; /* its endpoint was destroyed */
+        }
+        ep = kh_value(&iface->qp_eps, it);
+
+        if (ucs_likely(wc[i].status == IBV_WC_SUCCESS)) {
+            uct_syncmem_ep_tx_completed(ep, wc[i].wr_id, UCS_OK);
+            continue;
+        }
+
+        /* After the first error the QP flushes the rest: report the cause
+         * (or the cancel) to every op, and the error to the user once. */
+        status = (ep->state == UCT_SYNCMEM_EP_FAILED) ? ep->status :
+                 uct_syncmem_wc_status(wc[i].status);
+        uct_syncmem_ep_tx_completed(ep, wc[i].wr_id, status);
+        if (ep->state != UCT_SYNCMEM_EP_FAILED) {
+            ucs_log(iface->super.config.failure_level,
+                    "syncmem: ep %p QP 0x%x to iface 0x%" PRIx64 ": %s"
+                    " (vendor error 0x%x)", ep, wc[i].qp_num,
+                    ep->cm.peer_iface_id, ibv_wc_status_str(wc[i].status),
+                    wc[i].vendor_err);
+            uct_syncmem_ep_set_failed(ep, status);
+        }
+    }
+
+    n = ucs_max(n, 0);
+    /* CM events that found the async lock taken wait for us */
+    ucs_async_check_miss(iface->super.worker->async);
+    if (ucs_unlikely(iface->cm.connecting > 0)) {
+        n += uct_syncmem_cm_progress(iface);
+    }
+
+    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
+        ucs_arbiter_dispatch(&iface->arbiter, 1,
+                             uct_syncmem_ep_pending_dispatch, NULL);
+    }
+    return n;
+}
+
+static ucs_status_t uct_syncmem_iface_flush(uct_iface_h tl_iface,
+                                            unsigned flags,
+                                            uct_completion_t *comp)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
+    uct_syncmem_ep_t *ep;
+    ucs_status_t status;
+    unsigned waiting = 0;
+
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        return UCS_ERR_UNSUPPORTED; /* cancel is per endpoint */
+    }
+
+    /* Callers flush the iface to wait until new endpoints are connected
+     * (ucx_perftest does), so connecting counts as outstanding. */
+    if ((comp == NULL) && (iface->cm.connecting > 0)) {
+        UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
+        return UCS_INPROGRESS;
+    }
+
+    /* One user completion for all: each endpoint still busy holds one
+     * count of it, so it is called once, after the last. */
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
+            (ep->tx.available == (int)iface->config.tx_queue_len)) {
+            continue;
+        }
+        if ((comp != NULL) && (waiting > 0)) {
+            ++comp->count;
+        }
+        status = uct_ep_flush(&ep->super.super, 0, comp);
+        if (status == UCS_INPROGRESS) {
+            ++waiting;
+            continue;
+        }
+        if ((comp != NULL) && (waiting > 0)) {
+            --comp->count;
+        }
+        if (status == UCS_ERR_NO_RESOURCE) {
+            /* no room for the flush request now: counts as busy */
+            if (comp == NULL) {
+                ++waiting;
+            } else if (waiting == 0) {
+                return status;
+            }
+        }
+    }
+
+    if (waiting > 0) {
+        UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
+        return UCS_INPROGRESS;
+    }
+    UCT_TL_IFACE_STAT_FLUSH(&iface->super);
+    return UCS_OK;
+}
+
+static ucs_status_t uct_syncmem_iface_fence(uct_iface_h tl_iface,
+                                            unsigned flags)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
+    uct_syncmem_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        ep->fence = 1;
+    }
+    UCT_TL_IFACE_STAT_FENCE(&iface->super);
+    return UCS_OK;
+}
 
 static ucs_status_t uct_syncmem_iface_query(uct_iface_h tl_iface,
                                             uct_iface_attr_t *attr)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
+    size_t mtu                 = 128ul << iface->port.mtu;
+    size_t max_msg             = UCS_GBYTE * 2ul; /* IB message limit */
 
     uct_base_iface_query(&iface->super, attr);
 
@@ -40,13 +232,36 @@ static ucs_status_t uct_syncmem_iface_query(uct_iface_h tl_iface,
     attr->ep_addr_len     = 0;
     attr->max_conn_priv   = 0;
 
-    /* Only what works is claimed: operations arrive with their issues. */
-    attr->cap.flags       = 0;
+    attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                            UCT_IFACE_FLAG_PUT_BCOPY |
+                            UCT_IFACE_FLAG_PUT_ZCOPY |
+                            UCT_IFACE_FLAG_GET_BCOPY |
+                            UCT_IFACE_FLAG_GET_ZCOPY |
+                            UCT_IFACE_FLAG_PENDING |
+                            UCT_IFACE_FLAG_CB_SYNC;
+    if (iface->config.max_inline > 0) {
+        attr->cap.flags  |= UCT_IFACE_FLAG_PUT_SHORT;
+    }
     attr->cap.event_flags = 0;
 
-    attr->latency         = ucs_linear_func_make(
-                              (iface->port.link_layer == IBV_LINK_LAYER_ETHERNET) ?
-                              1.5e-6 : 1e-6, 0);
+    attr->cap.put.max_short       = iface->config.max_inline;
+    attr->cap.put.max_bcopy       = iface->config.seg_size;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = max_msg;
+    attr->cap.put.opt_zcopy_align = UCS_SYS_PCI_MAX_PAYLOAD;
+    attr->cap.put.align_mtu       = mtu;
+    attr->cap.put.max_iov         = iface->config.max_sge;
+
+    attr->cap.get.max_bcopy       = iface->config.seg_size;
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = max_msg;
+    attr->cap.get.opt_zcopy_align = UCS_SYS_PCI_MAX_PAYLOAD;
+    attr->cap.get.align_mtu       = mtu;
+    attr->cap.get.max_iov         = iface->config.max_sge_rd;
+
+    attr->latency             = ucs_linear_func_make(
+                                  (iface->port.link_layer == IBV_LINK_LAYER_ETHERNET) ?
+                                  1.5e-6 : 1e-6, 0);
     attr->bandwidth.dedicated = 0;
     attr->bandwidth.shared    = uct_syncmem_port_bandwidth(&iface->port);
     attr->overhead            = 75e-9;
@@ -68,8 +283,10 @@ static ucs_status_t uct_syncmem_iface_get_address(uct_iface_h tl_iface,
                                                   uct_iface_addr_t *addr)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
+    uct_syncmem_iface_addr_t *iface_addr = (uct_syncmem_iface_addr_t*)addr;
 
-    ((uct_syncmem_iface_addr_t*)addr)->id = iface->id;
+    iface_addr->id     = iface->id;
+    iface_addr->cm_qpn = iface->cm.qp->qp_num;
     return UCS_OK;
 }
 
@@ -85,6 +302,69 @@ static int uct_syncmem_iface_is_reachable(const uct_iface_h tl_iface,
                                              dev_addr);
 }
 
+static void uct_syncmem_iface_desc_init(uct_iface_h tl_iface, void *obj,
+                                        uct_mem_h memh)
+{
+    uct_syncmem_desc_t *desc = obj;
+
+    desc->lkey = ((uct_syncmem_mem_t*)memh)->mr->lkey;
+}
+
+static ucs_mpool_ops_t uct_syncmem_op_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+    .obj_init      = NULL,
+    .obj_cleanup   = NULL,
+    .obj_str       = NULL
+};
+
+/* IB encodes the ack timeout as 4.096us * 2^N. */
+static uint8_t uct_syncmem_rc_timeout_exp(double seconds)
+{
+    double exp = ceil(log2(seconds / 4.096e-6));
+
+    return (uint8_t)ucs_max(1, ucs_min(31, exp));
+}
+
+/* What the device grants for our QP shape (inline size, SGEs): ask it by
+ * creating one QP, so iface_query reports real limits before any ep. */
+static ucs_status_t uct_syncmem_iface_probe_qp(uct_syncmem_iface_t *iface)
+{
+    uct_syncmem_md_t *md = ucs_derived_of(iface->super.md, uct_syncmem_md_t);
+    struct ibv_qp_init_attr init = {};
+    struct ibv_qp *qp;
+
+    init.qp_type             = IBV_QPT_RC;
+    init.send_cq             = iface->cq;
+    init.recv_cq             = iface->cq;
+    init.cap.max_send_wr     = iface->config.tx_queue_len;
+    init.cap.max_recv_wr     = 1;
+    init.cap.max_send_sge    = iface->config.max_sge;
+    init.cap.max_recv_sge    = 1;
+    init.cap.max_inline_data = iface->config.max_inline;
+
+    qp = ibv_create_qp(md->pd, &init);
+    if ((qp == NULL) && (init.cap.max_inline_data > 0)) {
+        init.cap.max_inline_data = 0; /* some devices have no inline */
+        qp = ibv_create_qp(md->pd, &init);
+    }
+    if (qp == NULL) {
+        ucs_error("syncmem: cannot create an RC QP on %s:%u (send queue %u,"
+                  " sge %u): %m; lower UCX_SYNCMEM_TX_QUEUE_LEN or"
+                  " UCX_SYNCMEM_TX_MAX_SGE, check 'ulimit -l'", md->name,
+                  iface->port.num, iface->config.tx_queue_len,
+                  iface->config.max_sge);
+        return UCS_ERR_IO_ERROR;
+    }
+
+    iface->config.max_inline = ucs_min(init.cap.max_inline_data,
+                                       iface->config.max_inline);
+    iface->config.max_sge    = ucs_min(init.cap.max_send_sge,
+                                       iface->config.max_sge);
+    ibv_destroy_qp(qp);
+    return UCS_OK;
+}
+
 static uct_iface_ops_t uct_syncmem_iface_ops;
 
 static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
@@ -95,6 +375,8 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     uct_syncmem_iface_config_t *config =
             ucs_derived_of(tl_config, uct_syncmem_iface_config_t);
     uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
+    struct ibv_device_attr *dev = &md->dev_attr;
+    uct_iface_mpool_config_t mp_config = { .max_bufs = -1, .bufs_grow = 0 };
     ucs_status_t status;
     uint8_t port_num;
 
@@ -121,14 +403,112 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         return status;
     }
 
-    self->id = ucs_generate_uuid((uintptr_t)self);
-    ucs_debug("syncmem: iface %p on %s id 0x%" PRIx64, self,
-              params->mode.device.dev_name, self->id);
+    if ((config->tx_queue_len < 4) || (config->tx_cq_len < 4) ||
+        (config->tx_moderation < 1) || (config->seg_size < 64) ||
+        (config->rc_retry_count > 7) || (config->rc_rnr_retry_count > 7)) {
+        ucs_error("syncmem: invalid configuration: TX_QUEUE_LEN and TX_CQ_LEN"
+                  " must be >= 4, TX_MODERATION >= 1, SEG_SIZE >= 64,"
+                  " RC_RETRY_COUNT and RC_RNR_RETRY_COUNT <= 7");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    self->id                        = ucs_generate_uuid((uintptr_t)self);
+    self->dispatching               = NULL;
+    self->config.tx_queue_len       = ucs_min(config->tx_queue_len,
+                                              (unsigned)dev->max_qp_wr);
+    self->config.tx_moderation      = ucs_min(config->tx_moderation,
+                                              self->config.tx_queue_len / 4);
+    self->config.max_inline         = config->tx_max_inline;
+    self->config.max_sge            = ucs_min(config->tx_max_sge,
+                                              (unsigned)dev->max_sge);
+    self->config.seg_size           = config->seg_size;
+    self->config.cm_timeout         = config->cm_timeout;
+    self->config.cm_retries         = config->cm_retries;
+    self->config.rc_timeout         = uct_syncmem_rc_timeout_exp(config->rc_timeout);
+    self->config.rc_retry_count     = config->rc_retry_count;
+    self->config.rc_rnr_retry_count = config->rc_rnr_retry_count;
+    self->config.max_rd_atomic      = ucs_min(16, ucs_min(dev->max_qp_rd_atom,
+                                                          dev->max_qp_init_rd_atom));
+    ucs_list_head_init(&self->eps);
+    kh_init_inplace(uct_syncmem_qp_eps, &self->qp_eps);
+    ucs_arbiter_init(&self->arbiter);
+
+    self->cq = ibv_create_cq(md->ctx, config->tx_cq_len, NULL, NULL, 0);
+    if (self->cq == NULL) {
+        ucs_error("syncmem: ibv_create_cq(%u) on %s failed: %m; lower"
+                  " UCX_SYNCMEM_TX_CQ_LEN", config->tx_cq_len, md->name);
+        status = UCS_ERR_IO_ERROR;
+        goto err;
+    }
+    self->cq_available = config->tx_cq_len;
+
+    status = uct_syncmem_iface_probe_qp(self);
+    if (status != UCS_OK) {
+        goto err_cq;
+    }
+    /* RDMA reads scatter into at most max_sge_rd entries (0: same as send) */
+    self->config.max_sge_rd = dev->max_sge_rd ?
+                              ucs_min(self->config.max_sge,
+                                      (unsigned)dev->max_sge_rd) :
+                              self->config.max_sge;
+
+    status = ucs_mpool_init(&self->op_mp, 0, sizeof(uct_syncmem_op_t), 0,
+                            UCS_SYS_CACHE_LINE_SIZE, 256, UINT_MAX,
+                            &uct_syncmem_op_mpool_ops, "syncmem_ops");
+    if (status != UCS_OK) {
+        goto err_cq;
+    }
+
+    status = uct_iface_mpool_init(&self->super, &self->tx_mp,
+                                  sizeof(uct_syncmem_desc_t) +
+                                  self->config.seg_size,
+                                  sizeof(uct_syncmem_desc_t),
+                                  UCS_SYS_CACHE_LINE_SIZE, &mp_config, 128,
+                                  uct_syncmem_iface_desc_init,
+                                  "syncmem_tx_bufs");
+    if (status != UCS_OK) {
+        goto err_op_mp;
+    }
+
+    status = uct_syncmem_cm_init(self);
+    if (status != UCS_OK) {
+        goto err_tx_mp;
+    }
+
+    ucs_debug("syncmem: iface %p on %s id 0x%" PRIx64 " CM QP 0x%x inline %u"
+              " sge %u/%u", self, params->mode.device.dev_name, self->id,
+              self->cm.qp->qp_num, self->config.max_inline,
+              self->config.max_sge, self->config.max_sge_rd);
     return UCS_OK;
+
+err_tx_mp:
+    ucs_mpool_cleanup(&self->tx_mp, 1);
+err_op_mp:
+    ucs_mpool_cleanup(&self->op_mp, 1);
+err_cq:
+    ibv_destroy_cq(self->cq);
+err:
+    ucs_arbiter_cleanup(&self->arbiter);
+    kh_destroy_inplace(uct_syncmem_qp_eps, &self->qp_eps);
+    return status;
 }
 
 static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_iface_t)
 {
+    uct_syncmem_ep_t *ep, *tmp;
+
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    ucs_list_for_each_safe(ep, tmp, &self->eps, list) {
+        ucs_warn("syncmem: iface %p closed with ep %p still open", self, ep);
+        uct_ep_destroy(&ep->super.super);
+    }
+    uct_syncmem_cm_cleanup(self);
+    ucs_mpool_cleanup(&self->tx_mp, 1);
+    ucs_mpool_cleanup(&self->op_mp, 1);
+    ibv_destroy_cq(self->cq);
+    ucs_arbiter_cleanup(&self->arbiter);
+    kh_destroy_inplace(uct_syncmem_qp_eps, &self->qp_eps);
 }
 
 UCS_CLASS_DEFINE(uct_syncmem_iface_t, uct_base_iface_t);
@@ -137,16 +517,42 @@ static UCS_CLASS_DEFINE_NEW_FUNC(uct_syncmem_iface_t, uct_iface_t, uct_md_h,
                                  const uct_iface_config_t*);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_syncmem_iface_t, uct_iface_t);
 
+ucs_status_t uct_syncmem_ep_put_short(uct_ep_h, const void*, unsigned,
+                                      uint64_t, uct_rkey_t);
+ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h, uct_pack_callback_t, void*,
+                                 uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_put_zcopy(uct_ep_h, const uct_iov_t*, size_t,
+                                      uint64_t, uct_rkey_t, uct_completion_t*);
+ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h, uct_unpack_callback_t, void*,
+                                      size_t, uint64_t, uct_rkey_t,
+                                      uct_completion_t*);
+ucs_status_t uct_syncmem_ep_get_zcopy(uct_ep_h, const uct_iov_t*, size_t,
+                                      uint64_t, uct_rkey_t, uct_completion_t*);
+ucs_status_t uct_syncmem_ep_flush(uct_ep_h, unsigned, uct_completion_t*);
+ucs_status_t uct_syncmem_ep_fence(uct_ep_h, unsigned);
+ucs_status_t uct_syncmem_ep_pending_add(uct_ep_h, uct_pending_req_t*, unsigned);
+void uct_syncmem_ep_pending_purge(uct_ep_h, uct_pending_purge_callback_t,
+                                  void*);
+UCS_CLASS_DECLARE_NEW_FUNC(uct_syncmem_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_syncmem_ep_t, uct_ep_t);
+
 static uct_iface_ops_t uct_syncmem_iface_ops = {
-    .ep_create                = (uct_ep_create_func_t)ucs_empty_function_return_unsupported,
-    .ep_destroy               = (uct_ep_destroy_func_t)ucs_empty_function,
-    .ep_flush                 = uct_base_ep_flush,
-    .ep_fence                 = uct_base_ep_fence,
-    .iface_flush              = uct_base_iface_flush,
-    .iface_fence              = uct_base_iface_fence,
-    .iface_progress_enable    = (uct_iface_progress_enable_func_t)ucs_empty_function,
-    .iface_progress_disable   = (uct_iface_progress_disable_func_t)ucs_empty_function,
-    .iface_progress           = (uct_iface_progress_func_t)ucs_empty_function_return_zero,
+    .ep_put_short             = uct_syncmem_ep_put_short,
+    .ep_put_bcopy             = uct_syncmem_ep_put_bcopy,
+    .ep_put_zcopy             = uct_syncmem_ep_put_zcopy,
+    .ep_get_bcopy             = uct_syncmem_ep_get_bcopy,
+    .ep_get_zcopy             = uct_syncmem_ep_get_zcopy,
+    .ep_pending_add           = uct_syncmem_ep_pending_add,
+    .ep_pending_purge         = uct_syncmem_ep_pending_purge,
+    .ep_flush                 = uct_syncmem_ep_flush,
+    .ep_fence                 = uct_syncmem_ep_fence,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_syncmem_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_syncmem_ep_t),
+    .iface_flush              = uct_syncmem_iface_flush,
+    .iface_fence              = uct_syncmem_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_syncmem_iface_progress,
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_syncmem_iface_t),
     .iface_query              = uct_syncmem_iface_query,
     .iface_get_device_address = uct_syncmem_iface_get_device_address,

@@ -7,6 +7,8 @@
  */
 #include "syncmem.h"
 
+#include <ucs/algorithm/crc.h>
+
 #include <ucs/sys/string.h>
 #include <errno.h>
 #include <string.h>
@@ -97,17 +99,154 @@ static ucs_status_t uct_syncmem_md_query(uct_md_h tl_md,
 {
     uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
 
-    /* Registration arrives with the RMA work; until then, claim nothing. */
-    attr->cap.flags            = 0;
-    attr->cap.reg_mem_types    = 0;
+    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
+                                 UCT_MD_FLAG_NEED_RKEY;
+    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.alloc_mem_types  = 0;
     attr->cap.detect_mem_types = 0;
     attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.max_alloc        = 0;
     attr->cap.max_reg          = md->dev_attr.max_mr_size;
-    attr->rkey_packed_size     = 0;
-    attr->reg_cost             = ucs_linear_func_make(0, 0);
+    attr->rkey_packed_size     = sizeof(uct_syncmem_packed_rkey_t);
+    /* pinning and mapping: a fixed cost plus per-page work */
+    attr->reg_cost             = ucs_linear_func_make(16e-6, 0.06e-9);
     memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
+    return UCS_OK;
+}
+
+/* Verbs access for what the caller asked for, and no more. Verbs wants
+ * local write with remote write or atomics. No access bits at all means
+ * every access, as with UCX's own verbs MD. */
+static int uct_syncmem_md_access(unsigned flags)
+{
+    int access = 0;
+
+    if (!(flags & UCT_MD_MEM_ACCESS_ALL)) {
+        flags |= UCT_MD_MEM_ACCESS_ALL;
+    }
+    if (flags & UCT_MD_MEM_ACCESS_LOCAL_WRITE) {
+        access |= IBV_ACCESS_LOCAL_WRITE;
+    }
+    if (flags & UCT_MD_MEM_ACCESS_REMOTE_PUT) {
+        access |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+    }
+    if (flags & UCT_MD_MEM_ACCESS_REMOTE_GET) {
+        access |= IBV_ACCESS_REMOTE_READ;
+    }
+    if (flags & UCT_MD_MEM_ACCESS_REMOTE_ATOMIC) {
+        access |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
+    }
+    return access;
+}
+
+static ucs_status_t uct_syncmem_mem_reg(uct_md_h tl_md, void *address,
+                                        size_t length, unsigned flags,
+                                        uct_mem_h *memh_p)
+{
+    uct_syncmem_md_t *md    = ucs_derived_of(tl_md, uct_syncmem_md_t);
+    ucs_log_level_t  level  = uct_md_reg_log_lvl(flags);
+    int              access = uct_syncmem_md_access(flags);
+    uct_syncmem_mem_t *memh;
+    ucs_status_t status;
+
+    if (length == 0) {
+        ucs_log(level, "syncmem: cannot register 0 bytes at %p on %s",
+                address, md->name);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    memh = ucs_malloc(sizeof(*memh), "syncmem_memh");
+    if (memh == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    memh->mr = ibv_reg_mr(md->pd, address, length, access);
+    if (memh->mr == NULL) {
+        switch (errno) {
+        case EFAULT:
+            ucs_log(level, "syncmem: ibv_reg_mr(%p, %zu, access 0x%x) on %s:"
+                    " memory is not mapped%s", address, length, access,
+                    md->name, (access & IBV_ACCESS_LOCAL_WRITE) ?
+                    " or not writable (asked for write access)" : "");
+            status = UCS_ERR_INVALID_ADDR;
+            break;
+        case ENOMEM:
+        case EAGAIN:
+            ucs_log(level, "syncmem: ibv_reg_mr(%p, %zu) on %s: out of"
+                    " memory; check 'ulimit -l' (locked memory)", address,
+                    length, md->name);
+            status = UCS_ERR_NO_MEMORY;
+            break;
+        default:
+            ucs_log(level, "syncmem: ibv_reg_mr(%p, %zu, access 0x%x) on %s"
+                    " failed: %m", address, length, access, md->name);
+            status = UCS_ERR_IO_ERROR;
+            break;
+        }
+        ucs_free(memh);
+        return status;
+    }
+
+    *memh_p = memh;
+    return UCS_OK;
+}
+
+static ucs_status_t
+uct_syncmem_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
+{
+    uct_syncmem_mem_t *memh;
+    int ret;
+
+    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
+    memh = params->memh;
+
+    ret = ibv_dereg_mr(memh->mr);
+    if (ret) {
+        ucs_error("syncmem: ibv_dereg_mr(%p) failed: %s", memh->mr->addr,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    ucs_free(memh);
+    return UCS_OK;
+}
+
+static uint16_t uct_syncmem_rkey_crc(const uct_syncmem_packed_rkey_t *packed)
+{
+    return ucs_crc16(packed, ucs_offsetof(uct_syncmem_packed_rkey_t, crc));
+}
+
+static ucs_status_t
+uct_syncmem_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
+                      const uct_md_mkey_pack_params_t *params,
+                      void *rkey_buffer)
+{
+    uct_syncmem_mem_t *memh            = tl_memh;
+    uct_syncmem_packed_rkey_t *packed = rkey_buffer;
+
+    packed->magic = UCT_SYNCMEM_RKEY_MAGIC;
+    packed->rkey  = memh->mr->rkey;
+    packed->crc   = uct_syncmem_rkey_crc(packed);
+    return UCS_OK;
+}
+
+static ucs_status_t uct_syncmem_rkey_unpack(uct_component_t *component,
+                                            const void *rkey_buffer,
+                                            uct_rkey_t *rkey_p, void **handle_p)
+{
+    uct_syncmem_packed_rkey_t packed;
+
+    /* the buffer comes from the network: it may be unaligned */
+    memcpy(&packed, rkey_buffer, sizeof(packed));
+    if ((packed.magic != UCT_SYNCMEM_RKEY_MAGIC) ||
+        (packed.crc != uct_syncmem_rkey_crc(&packed))) {
+        ucs_error("syncmem: remote key buffer %p is not a syncmem key (magic"
+                  " 0x%x crc 0x%x); was it packed by another transport or"
+                  " damaged?", rkey_buffer, packed.magic, packed.crc);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    *rkey_p   = packed.rkey;
+    *handle_p = NULL;
     return UCS_OK;
 }
 
@@ -117,10 +256,10 @@ static uct_md_ops_t uct_syncmem_md_ops = {
     .mem_alloc          = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
     .mem_free           = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
     .mem_advise         = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
-    .mem_reg            = (uct_md_mem_reg_func_t)ucs_empty_function_return_unsupported,
-    .mem_dereg          = (uct_md_mem_dereg_func_t)ucs_empty_function_return_unsupported,
+    .mem_reg            = uct_syncmem_mem_reg,
+    .mem_dereg          = uct_syncmem_mem_dereg,
     .mem_query          = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
-    .mkey_pack          = (uct_md_mkey_pack_func_t)ucs_empty_function_return_unsupported,
+    .mkey_pack          = uct_syncmem_mkey_pack,
     .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero,
     .detect_memory_type = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported
 };
@@ -212,7 +351,7 @@ uct_component_t uct_syncmem_component = {
     .query_md_resources = uct_syncmem_query_md_resources,
     .md_open            = uct_syncmem_md_open,
     .cm_open            = (uct_component_cm_open_func_t)ucs_empty_function_return_unsupported,
-    .rkey_unpack        = (uct_component_rkey_unpack_func_t)ucs_empty_function_return_unsupported,
+    .rkey_unpack        = uct_syncmem_rkey_unpack,
     .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported,
     .rkey_release       = (uct_component_rkey_release_func_t)ucs_empty_function_return_success,
     .md_config          = {

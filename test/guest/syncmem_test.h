@@ -12,6 +12,7 @@ extern "C" {
 }
 
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,8 @@ protected:
         uct_config_release(config);
         if (status == UCS_OK) {
             m_ifaces.push_back(*iface_p);
+            uct_iface_progress_enable(*iface_p, UCT_PROGRESS_SEND |
+                                                UCT_PROGRESS_RECV);
         }
         return status;
     }

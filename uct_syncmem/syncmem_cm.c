@@ -1,0 +1,609 @@
+/*
+ * syncmem - connection handshake, so that endpoints connect to an iface.
+ *
+ * Why a datagram handshake of our own, and not rdma_cm: UCP can then
+ * connect syncmem endpoints straight from a worker address
+ * (UCT_IFACE_FLAG_CONNECT_TO_IFACE), with no auxiliary transport to carry
+ * endpoint addresses (rc_verbs needs ud_verbs for that). A UD QP per iface
+ * works the same on InfiniBand and RoCE, needs no IP configuration and no
+ * kernel CM, is driven entirely from iface progress (no extra thread or
+ * fd), and keeps the protocol in view and testable with packet loss.
+ *
+ * Protocol: the initiator's endpoint creates its RC QP and sends REQ (its QP
+ * number, device address and a connection id) to the peer iface's UD QP;
+ * the peer creates a passive RC QP, connects it and answers REP with its QP
+ * number; the initiator connects its QP. Lost messages are covered by the
+ * initiator retransmitting REQ every UCX_SYNCMEM_CM_TIMEOUT, up to
+ * UCX_SYNCMEM_CM_RETRIES times, then failing the endpoint with
+ * UCS_ERR_ENDPOINT_TIMEOUT. A duplicate REQ finds the existing passive QP by
+ * (initiator iface id, connection id) and gets the same REP again; a
+ * duplicate REP finds no connecting endpoint and is dropped. DREQ, best
+ * effort, releases the passive QP when the endpoint is destroyed.
+ *
+ * Threads: the peer must answer even when it is not calling progress (a
+ * one-sided target need never call it), so the CM QP's completions raise
+ * an event handled in UCX's async context, which accepts REQ and DREQ and
+ * notes REPs. Every piece of CM state is touched only under the worker's
+ * async lock; the fast path never takes it. The initiator applies a noted
+ * REP (connects its QP) from its own progress, since only it may change an
+ * endpoint's state.
+ */
+#include "syncmem.h"
+#include "syncmem_addr.h"
+
+#include <ucs/async/async.h>
+#include <ucs/time/time.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+
+#define UCT_SYNCMEM_CM_QKEY     0x53594e43u /* "SYNC" */
+#define UCT_SYNCMEM_CM_RECVS    64
+#define UCT_SYNCMEM_CM_SENDS    16
+#define UCT_SYNCMEM_CM_GRH_LEN  40          /* UD receives start with it */
+#define UCT_SYNCMEM_CM_SLOT     128
+
+enum {
+    UCT_SYNCMEM_CM_REQ  = 1,
+    UCT_SYNCMEM_CM_REP  = 2,
+    UCT_SYNCMEM_CM_DREQ = 3
+};
+
+typedef struct UCS_S_PACKED uct_syncmem_cm_msg {
+    uint8_t                type;
+    uint32_t               src_cm_qpn;   /* where to answer */
+    uint32_t               rc_qpn;       /* sender's RC QP (REQ, REP) */
+    uint64_t               src_iface_id;
+    uint64_t               dst_iface_id; /* a stale address is refused */
+    uint64_t               conn_id;      /* chosen by the initiator */
+    uct_syncmem_dev_addr_t src_dev;
+} uct_syncmem_cm_msg_t;
+
+_Static_assert(UCT_SYNCMEM_CM_GRH_LEN + sizeof(uct_syncmem_cm_msg_t) <=
+               UCT_SYNCMEM_CM_SLOT, "CM message does not fit its slot");
+
+/* The passive side of one connection, owned by the target iface. */
+typedef struct uct_syncmem_cm_passive {
+    ucs_list_link_t list;
+    uint64_t        peer_iface_id;
+    uint64_t        conn_id;
+    uint32_t        peer_cm_qpn;
+    struct ibv_qp   *qp;
+    struct ibv_ah   *ah;
+} uct_syncmem_cm_passive_t;
+
+/* An address handle that a posted send may still use; freed once the CM
+ * QP has no sends in flight. */
+typedef struct uct_syncmem_cm_retired_ah {
+    struct uct_syncmem_cm_retired_ah *next;
+    struct ibv_ah                    *ah;
+} uct_syncmem_cm_retired_ah_t;
+
+
+static void *uct_syncmem_cm_slot(uct_syncmem_iface_t *iface, unsigned slot)
+{
+    return UCS_PTR_BYTE_OFFSET(iface->cm.bufs, slot * UCT_SYNCMEM_CM_SLOT);
+}
+
+static ucs_status_t uct_syncmem_cm_post_recv(uct_syncmem_iface_t *iface,
+                                             unsigned slot)
+{
+    struct ibv_recv_wr wr, *bad_wr;
+    struct ibv_sge sge;
+    int ret;
+
+    sge.addr   = (uintptr_t)uct_syncmem_cm_slot(iface, slot);
+    sge.length = UCT_SYNCMEM_CM_SLOT;
+    sge.lkey   = iface->cm.mr->lkey;
+    wr.wr_id   = slot;
+    wr.next    = NULL;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+
+    ret = ibv_post_recv(iface->cm.qp, &wr, &bad_wr);
+    if (ret) {
+        ucs_error("syncmem: ibv_post_recv(CM QP 0x%x) failed: %s",
+                  iface->cm.qp->qp_num, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
+static void uct_syncmem_cm_send(uct_syncmem_iface_t *iface, struct ibv_ah *ah,
+                                uint32_t qpn, const uct_syncmem_cm_msg_t *msg)
+{
+    struct ibv_send_wr wr = {}, *bad_wr;
+    struct ibv_sge sge;
+    unsigned slot;
+    int ret;
+
+    if (iface->cm.sends_posted >= UCT_SYNCMEM_CM_SENDS) {
+        ucs_debug("syncmem: CM send queue full, message %u dropped (it is"
+                  " retransmitted)", msg->type);
+        return;
+    }
+
+    slot = UCT_SYNCMEM_CM_RECVS +
+           (iface->cm.send_head++ % UCT_SYNCMEM_CM_SENDS);
+    memcpy(uct_syncmem_cm_slot(iface, slot), msg, sizeof(*msg));
+
+    sge.addr              = (uintptr_t)uct_syncmem_cm_slot(iface, slot);
+    sge.length            = sizeof(*msg);
+    sge.lkey              = iface->cm.mr->lkey;
+    wr.wr_id              = slot;
+    wr.sg_list            = &sge;
+    wr.num_sge            = 1;
+    wr.opcode             = IBV_WR_SEND;
+    wr.send_flags         = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah           = ah;
+    wr.wr.ud.remote_qpn   = qpn;
+    wr.wr.ud.remote_qkey  = UCT_SYNCMEM_CM_QKEY;
+
+    ret = ibv_post_send(iface->cm.qp, &wr, &bad_wr);
+    if (ret) {
+        ucs_diag("syncmem: CM send to QP 0x%x failed: %s", qpn, strerror(ret));
+        return;
+    }
+    ++iface->cm.sends_posted;
+}
+
+static void uct_syncmem_cm_msg_init(uct_syncmem_iface_t *iface, uint8_t type,
+                                    uint64_t dst_iface_id, uint64_t conn_id,
+                                    uint32_t rc_qpn, uct_syncmem_cm_msg_t *msg)
+{
+    memset(msg, 0, sizeof(*msg));
+    msg->type         = type;
+    msg->src_cm_qpn   = iface->cm.qp->qp_num;
+    msg->rc_qpn       = rc_qpn;
+    msg->src_iface_id = iface->id;
+    msg->dst_iface_id = dst_iface_id;
+    msg->conn_id      = conn_id;
+    uct_syncmem_dev_addr_pack(&iface->port, &msg->src_dev);
+}
+
+static void uct_syncmem_cm_retire_ah(uct_syncmem_iface_t *iface,
+                                     struct ibv_ah *ah)
+{
+    uct_syncmem_cm_retired_ah_t *r = ucs_malloc(sizeof(*r), "syncmem_ah");
+
+    if (r == NULL) {
+        return; /* leak one AH rather than free one a send may still use */
+    }
+    r->ah               = ah;
+    r->next             = iface->cm.retired;
+    iface->cm.retired   = r;
+}
+
+static void uct_syncmem_cm_free_retired(uct_syncmem_iface_t *iface)
+{
+    uct_syncmem_cm_retired_ah_t *r;
+
+    while ((r = iface->cm.retired) != NULL) {
+        iface->cm.retired = r->next;
+        ibv_destroy_ah(r->ah);
+        ucs_free(r);
+    }
+}
+
+static void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uct_syncmem_cm_msg_t msg;
+
+    uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REQ, ep->cm.peer_iface_id,
+                            ep->cm.conn_id, ep->qp->qp_num, &msg);
+    uct_syncmem_cm_send(iface, ep->cm.ah, ep->cm.peer_cm_qpn, &msg);
+    ep->cm.next_retry = ucs_get_time() + iface->config.cm_timeout;
+}
+
+/* Called with the async lock held, the endpoint already in iface->eps. */
+ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    ucs_status_t status;
+
+    status = uct_syncmem_ah_create(iface, &ep->cm.peer, &ep->cm.ah);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    ep->cm.conn_id      = ++iface->cm.next_conn_id;
+    ep->cm.retries_left = iface->config.cm_retries;
+    ep->cm.replied      = 0;
+    uct_syncmem_cm_send_req(ep);
+    return UCS_OK;
+}
+
+/* Called with the async lock held. */
+void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uct_syncmem_cm_msg_t msg;
+
+    if (ep->cm.ah != NULL) {
+        /* A lost DREQ leaves the passive QP until the peer iface closes. */
+        uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_DREQ,
+                                ep->cm.peer_iface_id, ep->cm.conn_id, 0, &msg);
+        uct_syncmem_cm_send(iface, ep->cm.ah, ep->cm.peer_cm_qpn, &msg);
+        uct_syncmem_cm_retire_ah(iface, ep->cm.ah);
+        ep->cm.ah = NULL;
+    }
+}
+
+static uct_syncmem_cm_passive_t *
+uct_syncmem_cm_find_passive(uct_syncmem_iface_t *iface,
+                            const uct_syncmem_cm_msg_t *msg)
+{
+    uct_syncmem_cm_passive_t *p;
+
+    ucs_list_for_each(p, &iface->cm.passive, list) {
+        if ((p->peer_iface_id == msg->src_iface_id) &&
+            (p->conn_id == msg->conn_id)) {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+static void uct_syncmem_cm_passive_destroy(uct_syncmem_iface_t *iface,
+                                           uct_syncmem_cm_passive_t *p)
+{
+    ucs_list_del(&p->list);
+    ibv_destroy_qp(p->qp);
+    uct_syncmem_cm_retire_ah(iface, p->ah);
+    ucs_free(p);
+}
+
+static void uct_syncmem_cm_send_rep(uct_syncmem_iface_t *iface,
+                                    uct_syncmem_cm_passive_t *p)
+{
+    uct_syncmem_cm_msg_t rep;
+
+    uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REP, p->peer_iface_id,
+                            p->conn_id, p->qp->qp_num, &rep);
+    uct_syncmem_cm_send(iface, p->ah, p->peer_cm_qpn, &rep);
+}
+
+static void uct_syncmem_cm_handle_req(uct_syncmem_iface_t *iface,
+                                      const uct_syncmem_cm_msg_t *msg,
+                                      const uct_syncmem_port_t *peer)
+{
+    uct_syncmem_cm_passive_t *p = uct_syncmem_cm_find_passive(iface, msg);
+
+    if (p == NULL) {
+        p = ucs_calloc(1, sizeof(*p), "syncmem_passive");
+        if (p == NULL) {
+            return; /* the initiator retransmits */
+        }
+        p->peer_iface_id = msg->src_iface_id;
+        p->conn_id       = msg->conn_id;
+        p->peer_cm_qpn   = msg->src_cm_qpn;
+
+        if (uct_syncmem_qp_create(iface, &p->qp) != UCS_OK) {
+            goto err_free;
+        }
+        if ((uct_syncmem_qp_connect(iface, p->qp, peer, msg->rc_qpn) != UCS_OK) ||
+            (uct_syncmem_ah_create(iface, peer, &p->ah) != UCS_OK)) {
+            goto err_qp;
+        }
+        ucs_list_add_tail(&iface->cm.passive, &p->list);
+        ucs_debug("syncmem: iface 0x%" PRIx64 " accepted connection %" PRIu64
+                  " from iface 0x%" PRIx64 ": QP 0x%x <-> 0x%x", iface->id,
+                  msg->conn_id, msg->src_iface_id, p->qp->qp_num, msg->rc_qpn);
+    }
+
+    uct_syncmem_cm_send_rep(iface, p);
+    return;
+
+err_qp:
+    ibv_destroy_qp(p->qp);
+err_free:
+    ucs_free(p);
+}
+
+/* Async context: note the answer; the initiator's progress applies it. */
+static void uct_syncmem_cm_handle_rep(uct_syncmem_iface_t *iface,
+                                      const uct_syncmem_cm_msg_t *msg)
+{
+    uct_syncmem_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if ((ep->cm.conn_id == msg->conn_id) &&
+            (ep->cm.peer_iface_id == msg->src_iface_id)) {
+            ep->cm.peer_rc_qpn = msg->rc_qpn;
+            ep->cm.replied     = 1;
+            return;
+        }
+    }
+
+    ucs_debug("syncmem: REP for connection %" PRIu64 " matches no endpoint",
+              msg->conn_id);
+}
+
+static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
+                                      const uct_syncmem_cm_msg_t *msg,
+                                      uint32_t byte_len)
+{
+    uct_syncmem_cm_passive_t *p;
+    uct_syncmem_port_t peer;
+
+    if ((byte_len < UCT_SYNCMEM_CM_GRH_LEN + sizeof(*msg)) ||
+        (msg->dst_iface_id != iface->id) ||
+        (uct_syncmem_dev_addr_unpack(&msg->src_dev, &peer) != UCS_OK)) {
+        ucs_debug("syncmem: dropped a CM message not for iface 0x%" PRIx64
+                  " (length %u, type %u)", iface->id, byte_len, msg->type);
+        return;
+    }
+
+    switch (msg->type) {
+    case UCT_SYNCMEM_CM_REQ:
+        uct_syncmem_cm_handle_req(iface, msg, &peer);
+        break;
+    case UCT_SYNCMEM_CM_REP:
+        uct_syncmem_cm_handle_rep(iface, msg);
+        break;
+    case UCT_SYNCMEM_CM_DREQ:
+        p = uct_syncmem_cm_find_passive(iface, msg);
+        if (p != NULL) {
+            uct_syncmem_cm_passive_destroy(iface, p);
+        }
+        break;
+    default:
+        ucs_debug("syncmem: dropped CM message of unknown type %u", msg->type);
+        break;
+    }
+}
+
+/* Async context: the CM QP has completions. */
+static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
+                                    void *arg)
+{
+    uct_syncmem_iface_t *iface = arg;
+    struct ibv_wc wc[8];
+    struct ibv_cq *cq;
+    void *cq_ctx;
+    int i, n;
+
+    /* consume the event and re-arm before polling, so none is missed */
+    while (ibv_get_cq_event(iface->cm.channel, &cq, &cq_ctx) == 0) {
+        ibv_ack_cq_events(cq, 1);
+    }
+    ibv_req_notify_cq(iface->cm.cq, 0);
+
+    while ((n = ibv_poll_cq(iface->cm.cq, ucs_static_array_size(wc), wc)) > 0) {
+        for (i = 0; i < n; ++i) {
+            if (wc[i].opcode != IBV_WC_RECV) {
+                --iface->cm.sends_posted;
+                continue;
+            }
+            if (wc[i].status == IBV_WC_SUCCESS) {
+                uct_syncmem_cm_handle_msg(iface,
+                        UCS_PTR_BYTE_OFFSET(uct_syncmem_cm_slot(iface,
+                                                                wc[i].wr_id),
+                                            UCT_SYNCMEM_CM_GRH_LEN),
+                        wc[i].byte_len);
+            }
+            if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+                uct_syncmem_cm_post_recv(iface, wc[i].wr_id);
+            }
+        }
+    }
+
+    if ((iface->cm.sends_posted == 0) && (iface->cm.retired != NULL)) {
+        uct_syncmem_cm_free_retired(iface);
+    }
+}
+
+/*
+ * Initiator's progress, while endpoints connect: connect those that got an
+ * answer, resend due REQs, fail those out of retries. Returns an endpoint
+ * to fail, if any, with *status_p: failing calls the user's error handler,
+ * which must run outside the async lock.
+ */
+static uct_syncmem_ep_t *uct_syncmem_cm_check(uct_syncmem_iface_t *iface,
+                                              ucs_status_t *status_p,
+                                              unsigned *count_p)
+{
+    ucs_time_t now = ucs_get_time();
+    uct_syncmem_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (ep->state != UCT_SYNCMEM_EP_CONNECTING) {
+            continue;
+        }
+
+        if (ep->cm.replied) {
+            *status_p = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
+                                               ep->cm.peer_rc_qpn);
+            if (*status_p != UCS_OK) {
+                return ep;
+            }
+            uct_syncmem_ep_connected(ep);
+            ++(*count_p);
+            continue;
+        }
+
+        if (now < ep->cm.next_retry) {
+            continue;
+        }
+
+        if (ep->cm.retries_left-- > 0) {
+            ucs_debug("syncmem: ep %p resends REQ to iface 0x%" PRIx64, ep,
+                      ep->cm.peer_iface_id);
+            uct_syncmem_cm_send_req(ep);
+            continue;
+        }
+
+        ucs_diag("syncmem: ep %p: no answer from iface 0x%" PRIx64 " after %u"
+                 " tries; is the peer process alive?", ep,
+                 ep->cm.peer_iface_id, iface->config.cm_retries + 1);
+        *status_p = UCS_ERR_ENDPOINT_TIMEOUT;
+        return ep;
+    }
+
+    return NULL;
+}
+
+unsigned uct_syncmem_cm_progress(uct_syncmem_iface_t *iface)
+{
+    ucs_async_context_t *async = iface->super.worker->async;
+    unsigned count             = 0;
+    uct_syncmem_ep_t *failed;
+    ucs_status_t status;
+
+    do {
+        UCS_ASYNC_BLOCK(async);
+        failed = uct_syncmem_cm_check(iface, &status, &count);
+        UCS_ASYNC_UNBLOCK(async);
+        if (failed != NULL) {
+            uct_syncmem_ep_set_failed(failed, status);
+            ++count;
+        }
+    } while (failed != NULL);
+
+    return count;
+}
+
+ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
+{
+    uct_syncmem_md_t *md = ucs_derived_of(iface->super.md, uct_syncmem_md_t);
+    size_t size = (UCT_SYNCMEM_CM_RECVS + UCT_SYNCMEM_CM_SENDS) *
+                  UCT_SYNCMEM_CM_SLOT;
+    struct ibv_qp_init_attr init = {};
+    struct ibv_qp_attr attr      = {};
+    ucs_status_t status;
+    unsigned slot;
+    int ret;
+
+    ucs_list_head_init(&iface->cm.passive);
+    iface->cm.retired      = NULL;
+    iface->cm.send_head    = 0;
+    iface->cm.sends_posted = 0;
+    iface->cm.connecting   = 0;
+    iface->cm.next_conn_id = 0;
+    iface->cm.channel      = NULL;
+
+    iface->cm.channel = ibv_create_comp_channel(md->ctx);
+    if ((iface->cm.channel == NULL) ||
+        (fcntl(iface->cm.channel->fd, F_SETFL, O_NONBLOCK) != 0)) {
+        ucs_error("syncmem: completion channel on %s failed: %m", md->name);
+        status = UCS_ERR_IO_ERROR;
+        goto err_channel;
+    }
+
+    iface->cm.cq = ibv_create_cq(md->ctx, UCT_SYNCMEM_CM_RECVS +
+                                 UCT_SYNCMEM_CM_SENDS, NULL,
+                                 iface->cm.channel, 0);
+    if (iface->cm.cq == NULL) {
+        ucs_error("syncmem: ibv_create_cq(CM) on %s failed: %m", md->name);
+        status = UCS_ERR_IO_ERROR;
+        goto err_channel;
+    }
+
+    iface->cm.bufs = ucs_calloc(1, size, "syncmem_cm_bufs");
+    if (iface->cm.bufs == NULL) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err_cq;
+    }
+
+    iface->cm.mr = ibv_reg_mr(md->pd, iface->cm.bufs, size,
+                              IBV_ACCESS_LOCAL_WRITE);
+    if (iface->cm.mr == NULL) {
+        ucs_error("syncmem: ibv_reg_mr(CM buffers) failed: %m; check"
+                  " 'ulimit -l'");
+        status = UCS_ERR_IO_ERROR;
+        goto err_bufs;
+    }
+
+    init.qp_type          = IBV_QPT_UD;
+    init.send_cq          = iface->cm.cq;
+    init.recv_cq          = iface->cm.cq;
+    init.cap.max_send_wr  = UCT_SYNCMEM_CM_SENDS;
+    init.cap.max_recv_wr  = UCT_SYNCMEM_CM_RECVS;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    iface->cm.qp = ibv_create_qp(md->pd, &init);
+    if (iface->cm.qp == NULL) {
+        ucs_error("syncmem: ibv_create_qp(UD) on %s failed: %m", md->name);
+        status = UCS_ERR_IO_ERROR;
+        goto err_mr;
+    }
+
+    attr.qp_state   = IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num   = iface->port.num;
+    attr.qkey       = UCT_SYNCMEM_CM_QKEY;
+    ret = ibv_modify_qp(iface->cm.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                        IBV_QP_PORT | IBV_QP_QKEY);
+    if (!ret) {
+        attr.qp_state = IBV_QPS_RTR;
+        ret = ibv_modify_qp(iface->cm.qp, &attr, IBV_QP_STATE);
+    }
+    if (!ret) {
+        attr.qp_state = IBV_QPS_RTS;
+        attr.sq_psn   = 0;
+        ret = ibv_modify_qp(iface->cm.qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+    }
+    if (ret) {
+        ucs_error("syncmem: bringing up the UD QP on %s failed: %s", md->name,
+                  strerror(ret));
+        status = UCS_ERR_IO_ERROR;
+        goto err_qp;
+    }
+
+    for (slot = 0; slot < UCT_SYNCMEM_CM_RECVS; ++slot) {
+        status = uct_syncmem_cm_post_recv(iface, slot);
+        if (status != UCS_OK) {
+            goto err_qp;
+        }
+    }
+
+    ibv_req_notify_cq(iface->cm.cq, 0);
+    status = ucs_async_set_event_handler(iface->super.worker->async->mode,
+                                         iface->cm.channel->fd,
+                                         UCS_EVENT_SET_EVREAD,
+                                         uct_syncmem_cm_async_cb, iface,
+                                         iface->super.worker->async);
+    if (status != UCS_OK) {
+        ucs_error("syncmem: cannot watch the CM completion channel: %s",
+                  ucs_status_string(status));
+        goto err_qp;
+    }
+    return UCS_OK;
+
+err_qp:
+    ibv_destroy_qp(iface->cm.qp);
+err_mr:
+    ibv_dereg_mr(iface->cm.mr);
+err_bufs:
+    ucs_free(iface->cm.bufs);
+err_cq:
+    ibv_destroy_cq(iface->cm.cq);
+err_channel:
+    if (iface->cm.channel != NULL) {
+        ibv_destroy_comp_channel(iface->cm.channel);
+    }
+    return status;
+}
+
+void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
+{
+    uct_syncmem_cm_passive_t *p, *tmp;
+
+    /* waits for a running handler; none runs after this */
+    ucs_async_remove_handler(iface->cm.channel->fd, 1);
+
+    ucs_list_for_each_safe(p, tmp, &iface->cm.passive, list) {
+        uct_syncmem_cm_passive_destroy(iface, p);
+    }
+    /* destroying the QP ends its sends, so retired AHs are free to go */
+    ibv_destroy_qp(iface->cm.qp);
+    uct_syncmem_cm_free_retired(iface);
+    ibv_dereg_mr(iface->cm.mr);
+    ucs_free(iface->cm.bufs);
+    ibv_destroy_cq(iface->cm.cq);
+    ibv_destroy_comp_channel(iface->cm.channel);
+}

@@ -1,0 +1,379 @@
+/*
+ * syncmem - endpoints: lifetime, completions, flush, fence, pending queue.
+ *
+ * An endpoint is one RC QP connected to a passive QP of the peer iface
+ * (syncmem_cm.c). Until the handshake completes, operations answer
+ * UCS_ERR_NO_RESOURCE and wait in the pending queue, which runs, in order,
+ * once the endpoint is connected.
+ */
+#include "syncmem.h"
+#include "syncmem_addr.h"
+#include "syncmem_tx.inl"
+
+#include <ucs/async/async.h>
+#include <string.h>
+
+
+void uct_syncmem_op_release(uct_syncmem_op_t *op, ucs_status_t status)
+{
+    ucs_mpool_put(op);
+}
+
+void uct_syncmem_op_complete(uct_syncmem_op_t *op, ucs_status_t status)
+{
+    uct_invoke_completion(op->comp, status);
+    ucs_mpool_put(op);
+}
+
+/* Every request up to sn has completed: give back the slots, retire ops. */
+void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
+                                 ucs_status_t status)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uint16_t count = sn - ep->tx.acked_sn;
+    uct_syncmem_op_t *op;
+
+    ep->tx.available    += count;
+    iface->cq_available += count;
+    ep->tx.acked_sn      = sn;
+
+    ucs_queue_for_each_extract(op, &ep->tx.outstanding, queue,
+                               UCS_CIRCULAR_COMPARE16(op->sn, <=, sn)) {
+        op->handler(op, status);
+    }
+
+    if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+        ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+    }
+}
+
+/* Move the QP to error: the HCA then completes everything outstanding
+ * with a flush status, so every op is retired through the CQ. */
+static void uct_syncmem_ep_qp_to_error(uct_syncmem_ep_t *ep)
+{
+    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+    int ret;
+
+    ret = ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
+    if (ret) {
+        ucs_error("syncmem: QP 0x%x to ERR failed: %s", ep->qp->qp_num,
+                  strerror(ret));
+    }
+}
+
+/* The iface watches handshake timers only while endpoints connect. */
+static void uct_syncmem_ep_set_state(uct_syncmem_ep_t *ep, uint8_t state)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+
+    iface->cm.connecting += (state == UCT_SYNCMEM_EP_CONNECTING) -
+                            (ep->state == UCT_SYNCMEM_EP_CONNECTING);
+    ep->state             = state;
+}
+
+void uct_syncmem_ep_set_failed(uct_syncmem_ep_t *ep, ucs_status_t status)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+
+    if (ep->state == UCT_SYNCMEM_EP_FAILED) {
+        return;
+    }
+
+    uct_syncmem_ep_set_state(ep, UCT_SYNCMEM_EP_FAILED);
+    ep->status = status;
+    uct_syncmem_ep_qp_to_error(ep);
+    /* let pending requests run, so that they see the error */
+    if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+        ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+    }
+    uct_iface_handle_ep_err(&iface->super.super, &ep->super.super, status);
+}
+
+void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+
+    uct_syncmem_ep_set_state(ep, UCT_SYNCMEM_EP_CONNECTED);
+    ucs_debug("syncmem: ep %p connected: QP 0x%x to iface 0x%" PRIx64, ep,
+              ep->qp->qp_num, ep->cm.peer_iface_id);
+    if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+        ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+    }
+}
+
+static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(params->iface,
+                                                uct_syncmem_iface_t);
+    const uct_syncmem_iface_addr_t *iface_addr;
+    ucs_status_t status;
+    khiter_t it;
+    int ret;
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+
+    if (!ucs_test_all_flags(params->field_mask,
+                            UCT_EP_PARAM_FIELD_DEV_ADDR |
+                            UCT_EP_PARAM_FIELD_IFACE_ADDR)) {
+        ucs_error("syncmem: endpoints connect to an iface: give its device"
+                  " and iface addresses");
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    status = uct_syncmem_dev_addr_unpack(
+            (const uct_syncmem_dev_addr_t*)params->dev_addr, &self->cm.peer);
+    if ((status != UCS_OK) ||
+        !uct_syncmem_dev_addr_is_reachable(
+                &iface->port, (const uct_syncmem_dev_addr_t*)params->dev_addr)) {
+        ucs_error("syncmem: cannot reach the device address given to ep_create"
+                  " from %s:%u (garbled, foreign or another network)",
+                  ucs_derived_of(iface->super.md, uct_syncmem_md_t)->name,
+                  iface->port.num);
+        return UCS_ERR_UNREACHABLE;
+    }
+
+    iface_addr             = (const uct_syncmem_iface_addr_t*)params->iface_addr;
+    self->cm.peer_iface_id = iface_addr->id;
+    self->cm.peer_cm_qpn   = iface_addr->cm_qpn;
+    self->cm.ah            = NULL;
+    self->state            = UCT_SYNCMEM_EP_FAILED; /* until it has a QP */
+    self->status           = UCS_OK;
+    self->fence            = 0;
+    self->tx.available     = iface->config.tx_queue_len;
+    self->tx.sn            = 0;
+    self->tx.acked_sn      = 0;
+    self->tx.unsignaled    = 0;
+    ucs_queue_head_init(&self->tx.outstanding);
+    ucs_arbiter_group_init(&self->arb_group);
+
+    status = uct_syncmem_qp_create(iface, &self->qp);
+    if (status != UCS_OK) {
+        goto err;
+    }
+
+    it = kh_put(uct_syncmem_qp_eps, &iface->qp_eps, self->qp->qp_num, &ret);
+    if (ret < 0) {
+        status = UCS_ERR_NO_MEMORY;
+        goto err_qp;
+    }
+    kh_value(&iface->qp_eps, it) = self;
+
+    /* the async handler walks iface->eps */
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    ucs_list_add_tail(&iface->eps, &self->list);
+    status = uct_syncmem_cm_connect(self);
+    if (status != UCS_OK) {
+        ucs_list_del(&self->list);
+    }
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    if (status != UCS_OK) {
+        goto err_hash;
+    }
+    uct_syncmem_ep_set_state(self, UCT_SYNCMEM_EP_CONNECTING);
+
+    ucs_debug("syncmem: ep %p QP 0x%x connecting to iface 0x%" PRIx64, self,
+              self->qp->qp_num, self->cm.peer_iface_id);
+    return UCS_OK;
+
+err_hash:
+    kh_del(uct_syncmem_qp_eps, &iface->qp_eps, it);
+err_qp:
+    ibv_destroy_qp(self->qp);
+err:
+    ucs_arbiter_group_cleanup(&self->arb_group);
+    return status;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_ep_t)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(self->super.super.iface,
+                                                uct_syncmem_iface_t);
+    khiter_t it;
+    uct_syncmem_op_t *op;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    uct_syncmem_cm_disconnect(self);
+    ucs_list_del(&self->list);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    uct_syncmem_ep_set_state(self, UCT_SYNCMEM_EP_FAILED);
+
+    it = kh_get(uct_syncmem_qp_eps, &iface->qp_eps, self->qp->qp_num);
+    if (it != kh_end(&iface->qp_eps)) {
+        kh_del(uct_syncmem_qp_eps, &iface->qp_eps, it);
+    }
+    ucs_arbiter_group_desched(&iface->arbiter, &self->arb_group);
+    ucs_arbiter_group_cleanup(&self->arb_group);
+
+    /* What is still outstanding will never be reported by the CQ. */
+    iface->cq_available += iface->config.tx_queue_len - self->tx.available;
+    ucs_queue_for_each_extract(op, &self->tx.outstanding, queue, 1) {
+        op->handler(op, UCS_ERR_CANCELED);
+    }
+
+    ibv_destroy_qp(self->qp);
+}
+
+UCS_CLASS_DEFINE(uct_syncmem_ep_t, uct_base_ep_t);
+UCS_CLASS_DEFINE_NEW_FUNC(uct_syncmem_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DEFINE_DELETE_FUNC(uct_syncmem_ep_t, uct_ep_t);
+
+static int uct_syncmem_ep_has_outstanding(uct_syncmem_iface_t *iface,
+                                          uct_syncmem_ep_t *ep)
+{
+    return ep->tx.available < (int)iface->config.tx_queue_len;
+}
+
+ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
+                                  uct_completion_t *comp)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    struct ibv_send_wr wr;
+    uct_syncmem_op_t *op;
+    ucs_status_t status;
+
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        if (ep->state != UCT_SYNCMEM_EP_FAILED) {
+            uct_syncmem_ep_set_state(ep, UCT_SYNCMEM_EP_FAILED);
+            ep->status = UCS_ERR_CANCELED;
+            uct_syncmem_ep_qp_to_error(ep);
+        }
+    } else if (ep->state == UCT_SYNCMEM_EP_FAILED) {
+        return ep->status;
+    } else if (!ucs_arbiter_group_is_empty(&ep->arb_group) &&
+               (iface->dispatching != ep)) {
+        return UCS_ERR_NO_RESOURCE; /* after what is pending */
+    }
+
+    if (!uct_syncmem_ep_has_outstanding(iface, ep)) {
+        return UCS_OK;
+    }
+
+    /* The last request is unsignalled: nothing would ever report it. Add a
+     * signalled empty write, which completes after everything before it. */
+    if ((ep->tx.unsignaled != 0) && (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
+        status = uct_syncmem_ep_check_tx(iface, ep);
+        if (status != UCS_OK) {
+            return status;
+        }
+        memset(&wr, 0, sizeof(wr));
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        status    = uct_syncmem_ep_post(iface, ep, &wr, NULL, 1);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+
+    if (comp != NULL) {
+        /* retired with the last posted request, or by its flush error */
+        op = uct_syncmem_op_get(iface, comp, uct_syncmem_op_complete);
+        if (op == NULL) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        op->sn = ep->tx.sn;
+        ucs_queue_push(&ep->tx.outstanding, &op->queue);
+    }
+
+    UCT_TL_EP_STAT_FLUSH_WAIT(&ep->super);
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t uct_syncmem_ep_fence(uct_ep_h tl_ep, unsigned flags)
+{
+    uct_syncmem_ep_t *ep = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+
+    /* RC places writes in order; the fence flag also holds the next request
+     * until earlier reads and atomics have completed. */
+    ep->fence = 1;
+    return UCS_OK;
+}
+
+ucs_status_t uct_syncmem_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
+                                        unsigned flags)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+
+    if ((ep->state == UCT_SYNCMEM_EP_FAILED) ||
+        (uct_syncmem_ep_has_tx_res(iface, ep) &&
+         ucs_arbiter_group_is_empty(&ep->arb_group))) {
+        return UCS_ERR_BUSY; /* try the operation now */
+    }
+
+    uct_pending_req_arb_group_push(&ep->arb_group, req);
+    if (uct_syncmem_ep_has_tx_res(iface, ep)) {
+        ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+    }
+    UCT_TL_EP_STAT_PEND(&ep->super);
+    return UCS_OK;
+}
+
+ucs_arbiter_cb_result_t uct_syncmem_ep_pending_dispatch(ucs_arbiter_t *arbiter,
+                                                        ucs_arbiter_group_t *group,
+                                                        ucs_arbiter_elem_t *elem,
+                                                        void *arg)
+{
+    uct_syncmem_ep_t *ep       = ucs_container_of(group, uct_syncmem_ep_t,
+                                                  arb_group);
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uct_pending_req_t *req     = ucs_container_of(elem, uct_pending_req_t,
+                                                  priv);
+    ucs_status_t status;
+
+    if (ep->state == UCT_SYNCMEM_EP_CONNECTING) {
+        return UCS_ARBITER_CB_RESULT_DESCHED_GROUP; /* until connected */
+    }
+    if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) && (iface->cq_available <= 0)) {
+        return UCS_ARBITER_CB_RESULT_STOP;          /* nobody can send */
+    }
+    if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) && (ep->tx.available <= 0)) {
+        return UCS_ARBITER_CB_RESULT_DESCHED_GROUP; /* until it completes */
+    }
+
+    iface->dispatching = ep;
+    status             = req->func(req);
+    iface->dispatching = NULL;
+
+    if (status == UCS_OK) {
+        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+    } else if (status == UCS_INPROGRESS) {
+        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
+    }
+    return uct_syncmem_ep_has_tx_res(iface, ep) ?
+           UCS_ARBITER_CB_RESULT_RESCHED_GROUP :
+           UCS_ARBITER_CB_RESULT_DESCHED_GROUP;
+}
+
+static ucs_arbiter_cb_result_t
+uct_syncmem_ep_pending_purge_cb(ucs_arbiter_t *arbiter,
+                                ucs_arbiter_group_t *group,
+                                ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_purge_cb_args_t *args = arg;
+    uct_pending_req_t *req    = ucs_container_of(elem, uct_pending_req_t,
+                                                 priv);
+
+    if (args->cb != NULL) {
+        args->cb(req, args->arg);
+    }
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+}
+
+void uct_syncmem_ep_pending_purge(uct_ep_h tl_ep,
+                                  uct_pending_purge_callback_t cb, void *arg)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    uct_purge_cb_args_t args   = { cb, arg };
+
+    ucs_arbiter_group_purge(&iface->arbiter, &ep->arb_group,
+                            uct_syncmem_ep_pending_purge_cb, &args);
+}

@@ -1,0 +1,240 @@
+/*
+ * syncmem - put and get: RDMA write and read on the endpoint's RC QP.
+ */
+#include "syncmem.h"
+#include "syncmem_tx.inl"
+
+#include <uct/base/uct_iov.inl>
+
+
+static UCS_F_ALWAYS_INLINE void
+uct_syncmem_wr_rdma(struct ibv_send_wr *wr, enum ibv_wr_opcode opcode,
+                    struct ibv_sge *sge, int num_sge, uint64_t remote_addr,
+                    uct_rkey_t rkey)
+{
+    wr->opcode              = opcode;
+    wr->send_flags          = 0;
+    wr->sg_list             = sge;
+    wr->num_sge             = num_sge;
+    wr->wr.rdma.remote_addr = remote_addr;
+    wr->wr.rdma.rkey        = (uint32_t)rkey;
+}
+
+/* Scatter/gather list from a UCT iov; empty entries are left out. */
+static UCS_F_ALWAYS_INLINE int
+uct_syncmem_sge_fill_iov(struct ibv_sge *sge, const uct_iov_t *iov,
+                         size_t iovcnt)
+{
+    int num_sge = 0;
+    size_t i;
+
+    for (i = 0; i < iovcnt; ++i) {
+        sge[num_sge].length = uct_iov_get_length(&iov[i]);
+        if (sge[num_sge].length == 0) {
+            continue;
+        }
+        sge[num_sge].addr = (uintptr_t)iov[i].buffer;
+        sge[num_sge].lkey = ((uct_syncmem_mem_t*)iov[i].memh)->mr->lkey;
+        ++num_sge;
+    }
+    return num_sge;
+}
+
+ucs_status_t uct_syncmem_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                      unsigned length, uint64_t remote_addr,
+                                      uct_rkey_t rkey)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+
+    UCT_CHECK_LENGTH(length, 0, iface->config.max_inline, "put_short");
+    status = uct_syncmem_ep_check_tx(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    sge.addr   = (uintptr_t)buffer;
+    sge.length = length;
+    sge.lkey   = 0; /* inline: the CPU copies it, no key needed */
+    uct_syncmem_wr_rdma(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr, rkey);
+    wr.send_flags = IBV_SEND_INLINE;
+    UCT_TL_EP_STAT_OP(&ep->super, PUT, SHORT, length);
+    return uct_syncmem_ep_post(iface, ep, &wr, NULL, 0);
+}
+
+ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                                 void *arg, uint64_t remote_addr,
+                                 uct_rkey_t rkey)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    uct_syncmem_desc_t *desc;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+    size_t length;
+
+    status = uct_syncmem_ep_check_tx(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    desc = uct_syncmem_desc_get(iface, uct_syncmem_op_release);
+    if (ucs_unlikely(desc == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    length = pack_cb(uct_syncmem_desc_data(desc), arg);
+    UCT_CHECK_LENGTH(length, 0, iface->config.seg_size, "put_bcopy");
+
+    sge.addr   = (uintptr_t)uct_syncmem_desc_data(desc);
+    sge.length = length;
+    sge.lkey   = desc->lkey;
+    uct_syncmem_wr_rdma(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr, rkey);
+    status = uct_syncmem_ep_post(iface, ep, &wr, &desc->super, 0);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put(desc);
+        return status;
+    }
+
+    UCT_TL_EP_STAT_OP(&ep->super, PUT, BCOPY, length);
+    return length;
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_ep_rdma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
+                          const uct_iov_t *iov, size_t iovcnt, size_t max_iov,
+                          uint64_t remote_addr, uct_rkey_t rkey,
+                          uct_completion_t *comp)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    struct ibv_sge sge[iovcnt + 1];
+    uct_syncmem_op_t *op = NULL;
+    struct ibv_send_wr wr;
+    ucs_status_t status;
+    int num_sge;
+
+    UCT_CHECK_IOV_SIZE(iovcnt, max_iov, "rdma zcopy");
+    status = uct_syncmem_ep_check_tx(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    if (comp != NULL) {
+        op = uct_syncmem_op_get(iface, comp, uct_syncmem_op_complete);
+        if (ucs_unlikely(op == NULL)) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+    }
+
+    num_sge = uct_syncmem_sge_fill_iov(sge, iov, iovcnt);
+    uct_syncmem_wr_rdma(&wr, opcode, sge, num_sge, remote_addr, rkey);
+    status = uct_syncmem_ep_post(iface, ep, &wr, op, comp != NULL);
+    if (ucs_unlikely(status != UCS_OK)) {
+        if (op != NULL) {
+            ucs_mpool_put(op);
+        }
+        return status;
+    }
+    return UCS_INPROGRESS;
+}
+
+ucs_status_t uct_syncmem_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                      size_t iovcnt, uint64_t remote_addr,
+                                      uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    ucs_status_t status;
+
+    status = uct_syncmem_ep_rdma_zcopy(tl_ep, IBV_WR_RDMA_WRITE, iov, iovcnt,
+                                       iface->config.max_sge, remote_addr,
+                                       rkey, comp);
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status,
+                                 &ucs_derived_of(tl_ep, uct_syncmem_ep_t)->super,
+                                 PUT, ZCOPY, uct_iov_total_length(iov, iovcnt));
+    return status;
+}
+
+ucs_status_t uct_syncmem_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                                      size_t iovcnt, uint64_t remote_addr,
+                                      uct_rkey_t rkey, uct_completion_t *comp)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    ucs_status_t status;
+
+    status = uct_syncmem_ep_rdma_zcopy(tl_ep, IBV_WR_RDMA_READ, iov, iovcnt,
+                                       iface->config.max_sge_rd, remote_addr,
+                                       rkey, comp);
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(status,
+                                 &ucs_derived_of(tl_ep, uct_syncmem_ep_t)->super,
+                                 GET, ZCOPY, uct_iov_total_length(iov, iovcnt));
+    return status;
+}
+
+/* The read landed in the bounce buffer: hand it to the user. */
+static void uct_syncmem_get_bcopy_done(uct_syncmem_op_t *op,
+                                       ucs_status_t status)
+{
+    uct_syncmem_desc_t *desc = ucs_derived_of(op, uct_syncmem_desc_t);
+
+    if (status == UCS_OK) {
+        op->unpack_cb(op->unpack_arg, uct_syncmem_desc_data(desc),
+                      op->length);
+    }
+    if (op->comp != NULL) {
+        uct_invoke_completion(op->comp, status);
+    }
+    ucs_mpool_put(desc);
+}
+
+ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h tl_ep,
+                                      uct_unpack_callback_t unpack_cb,
+                                      void *arg, size_t length,
+                                      uint64_t remote_addr, uct_rkey_t rkey,
+                                      uct_completion_t *comp)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    uct_syncmem_desc_t *desc;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+
+    UCT_CHECK_LENGTH(length, 0, iface->config.seg_size, "get_bcopy");
+    status = uct_syncmem_ep_check_tx(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    desc = uct_syncmem_desc_get(iface, uct_syncmem_get_bcopy_done);
+    if (ucs_unlikely(desc == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    desc->super.comp       = comp;
+    desc->super.unpack_cb  = unpack_cb;
+    desc->super.unpack_arg = arg;
+    desc->super.length     = length;
+
+    sge.addr   = (uintptr_t)uct_syncmem_desc_data(desc);
+    sge.length = length;
+    sge.lkey   = desc->lkey;
+    uct_syncmem_wr_rdma(&wr, IBV_WR_RDMA_READ, &sge, 1, remote_addr, rkey);
+    status = uct_syncmem_ep_post(iface, ep, &wr, &desc->super, 1);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put(desc);
+        return status;
+    }
+
+    UCT_TL_EP_STAT_OP(&ep->super, GET, BCOPY, length);
+    return UCS_INPROGRESS;
+}

@@ -1,0 +1,112 @@
+/*
+ * syncmem - the send fast path shared by every operation: resource checks,
+ * posting with selective signalling, bounce buffers and completion ops.
+ */
+#ifndef UCT_SYNCMEM_TX_INL_
+#define UCT_SYNCMEM_TX_INL_
+
+#include "syncmem.h"
+
+
+/* Room for one more send on this endpoint now? */
+static UCS_F_ALWAYS_INLINE int
+uct_syncmem_ep_has_tx_res(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
+{
+    return (ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
+           (ep->tx.available > 0) && (iface->cq_available > 0);
+}
+
+/*
+ * Whether an operation may be posted now. Requests waiting in the pending
+ * queue go first, so a new operation may not overtake them (except when it
+ * is one of them, being dispatched).
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
+{
+    if (ucs_likely(uct_syncmem_ep_has_tx_res(iface, ep) &&
+                   (ucs_arbiter_group_is_empty(&ep->arb_group) ||
+                    (iface->dispatching == ep)))) {
+        return UCS_OK;
+    }
+
+    if (ep->state == UCT_SYNCMEM_EP_FAILED) {
+        return ep->status;
+    }
+
+    return UCS_ERR_NO_RESOURCE;
+}
+
+/*
+ * Post one work request. It is signalled when an op waits on it (a user
+ * completion, fetched data), and otherwise every tx_moderation requests so
+ * that send queue slots come back; a completion retires every request up
+ * to it, because RC completes in order.
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_ep_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                    struct ibv_send_wr *wr, uct_syncmem_op_t *op, int signal)
+{
+    struct ibv_send_wr *bad_wr;
+    uint16_t sn = ep->tx.sn + 1;
+    int ret;
+
+    if (signal || (++ep->tx.unsignaled >= iface->config.tx_moderation)) {
+        wr->send_flags    |= IBV_SEND_SIGNALED;
+        ep->tx.unsignaled  = 0;
+    }
+    if (ucs_unlikely(ep->fence)) {
+        wr->send_flags |= IBV_SEND_FENCE;
+        ep->fence       = 0;
+    }
+    wr->wr_id = sn;
+    wr->next  = NULL;
+
+    ret = ibv_post_send(ep->qp, wr, &bad_wr);
+    if (ucs_unlikely(ret != 0)) {
+        ucs_error("syncmem: ibv_post_send(QP 0x%x, opcode %d) failed: %s",
+                  ep->qp->qp_num, wr->opcode, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    ep->tx.sn = sn;
+    --ep->tx.available;
+    --iface->cq_available;
+    if (op != NULL) {
+        op->sn = sn;
+        ucs_queue_push(&ep->tx.outstanding, &op->queue);
+    }
+    return UCS_OK;
+}
+
+static UCS_F_ALWAYS_INLINE uct_syncmem_op_t *
+uct_syncmem_op_get(uct_syncmem_iface_t *iface, uct_completion_t *comp,
+                   uct_syncmem_op_cb_t handler)
+{
+    uct_syncmem_op_t *op = ucs_mpool_get_inline(&iface->op_mp);
+
+    if (ucs_likely(op != NULL)) {
+        op->handler = handler;
+        op->comp    = comp;
+    }
+    return op;
+}
+
+static UCS_F_ALWAYS_INLINE uct_syncmem_desc_t *
+uct_syncmem_desc_get(uct_syncmem_iface_t *iface, uct_syncmem_op_cb_t handler)
+{
+    uct_syncmem_desc_t *desc = ucs_mpool_get_inline(&iface->tx_mp);
+
+    if (ucs_likely(desc != NULL)) {
+        desc->super.handler = handler;
+        desc->super.comp    = NULL;
+    }
+    return desc;
+}
+
+static UCS_F_ALWAYS_INLINE void *uct_syncmem_desc_data(uct_syncmem_desc_t *desc)
+{
+    return desc + 1;
+}
+
+#endif
