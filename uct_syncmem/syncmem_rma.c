@@ -90,7 +90,12 @@ ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     }
 
     length = pack_cb(uct_syncmem_desc_data(desc), arg);
-    UCT_CHECK_LENGTH(length, 0, iface->config.seg_size, "put_bcopy");
+    if (ENABLE_PARAMS_CHECK && ucs_unlikely(length > iface->config.seg_size)) {
+        ucs_error("syncmem: put_bcopy packed %zu bytes, more than max_bcopy"
+                  " (%zu)", length, iface->config.seg_size);
+        ucs_mpool_put(desc);
+        return UCS_ERR_INVALID_PARAM;
+    }
 
     sge.addr   = (uintptr_t)uct_syncmem_desc_data(desc);
     sge.length = length;

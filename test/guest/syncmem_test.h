@@ -107,7 +107,13 @@ protected:
         }
 
         params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
-                                      UCT_IFACE_PARAM_FIELD_DEVICE;
+                                      UCT_IFACE_PARAM_FIELD_DEVICE |
+                                      UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
+                                      UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                                      UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS;
+        params.err_handler          = err_handler;
+        params.err_handler_arg      = this;
+        params.err_handler_flags    = 0;
         params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
         params.mode.device.tl_name  = tl_name;
         params.mode.device.dev_name = dev_name.c_str();
@@ -121,6 +127,14 @@ protected:
         return status;
     }
 
+    // Endpoint errors reported to the iface error handler, in order.
+    static ucs_status_t err_handler(void *arg, uct_ep_h ep,
+                                    ucs_status_t status) {
+        static_cast<syncmem_test*>(arg)->m_errors.push_back({ep, status});
+        return UCS_OK;
+    }
+
+    std::vector<std::pair<uct_ep_h, ucs_status_t>> m_errors;
     std::string                m_dev, m_md_name;
     ucs_async_context_t        *m_async  = nullptr;
     uct_worker_h               m_worker  = nullptr;

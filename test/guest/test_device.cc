@@ -2,6 +2,8 @@
 #include "syncmem_test.h"
 
 #include <infiniband/verbs.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -141,4 +143,38 @@ TEST_F(syncmem_test, mtu_config_caps_the_address_mtu)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               open_iface(m_md, "syncmem", m_dev, &small,
                          {{"GID_INDEX", "100000"}}));
+}
+
+TEST_F(syncmem_test, mem_reg_bad_input_fails_clearly)
+{
+    uct_mem_h memh;
+    size_t page = sysconf(_SC_PAGESIZE);
+
+    // nothing to register
+    char byte;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_md_mem_reg(m_md, &byte, 0, UCT_MD_MEM_ACCESS_ALL, &memh));
+
+    // not mapped
+    void *gone = mmap(NULL, page, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(MAP_FAILED, gone);
+    munmap(gone, page);
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_md_mem_reg(m_md, gone, page,
+                             UCT_MD_MEM_ACCESS_ALL | UCT_MD_MEM_FLAG_HIDE_ERRORS,
+                             &memh));
+
+    // read-only: remote read is fine, remote write is refused
+    void *ro = mmap(NULL, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(MAP_FAILED, ro);
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, ro, page,
+                                     UCT_MD_MEM_ACCESS_REMOTE_GET |
+                                     UCT_MD_MEM_ACCESS_LOCAL_READ, &memh));
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_md_mem_reg(m_md, ro, page,
+                             UCT_MD_MEM_ACCESS_REMOTE_PUT |
+                             UCT_MD_MEM_FLAG_HIDE_ERRORS, &memh));
+    munmap(ro, page);
 }

@@ -102,6 +102,41 @@ protected:
     std::vector<std::unique_ptr<buffer>> m_buffers;
 };
 
+static void fill_pattern(uint8_t *p, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; ++i) {
+        p[i] = (uint8_t)(seed * 131 + i * 7 + (i >> 8));
+    }
+}
+
+static uct_iov_t iov_of(void *buffer, size_t length, uct_mem_h memh)
+{
+    uct_iov_t iov;
+    iov.buffer = buffer;
+    iov.length = length;
+    iov.memh   = memh;
+    iov.stride = 0;
+    iov.count  = 1;
+    return iov;
+}
+
+struct pack_arg {
+    const uint8_t *src;
+    size_t        length;
+};
+
+static size_t pack_cb(void *dest, void *arg)
+{
+    pack_arg *a = static_cast<pack_arg*>(arg);
+    memcpy(dest, a->src, a->length);
+    return a->length;
+}
+
+static void unpack_cb(void *arg, const void *data, size_t length)
+{
+    memcpy(arg, data, length);
+}
+
 TEST_F(syncmem_rma_test, put_short_lands)
 {
     buffer *dst = alloc(64, 0);
@@ -113,4 +148,404 @@ TEST_F(syncmem_rma_test, put_short_lands)
     }));
     flush(m_ep);
     EXPECT_EQ(0, memcmp(dst->data.data(), &value, sizeof(value)));
+}
+
+// Every size 0..max_short, at an unaligned source and destination.
+TEST_F(syncmem_rma_test, put_short_every_size)
+{
+    size_t max = m_attr.cap.put.max_short;
+    ASSERT_GT(max, 0u);
+    buffer *src = alloc(max + 8, 0), *dst = alloc((max + 8) * 2, 0xee);
+    uint8_t *s = src->data.data() + 3;
+    fill_pattern(s, max, 1);
+
+    size_t offset = 1;
+    for (size_t len = 0; len <= max; ++len) {
+        memset(dst->data.data(), 0xee, dst->data.size());
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_put_short(m_ep, s, len,
+                                    (uintptr_t)dst->data.data() + offset,
+                                    dst->rkey.rkey);
+        })) << len;
+        flush(m_ep);
+        ASSERT_EQ(0, memcmp(dst->data.data() + offset, s, len)) << len;
+        ASSERT_EQ(0xee, dst->data[offset + len]) << "wrote past " << len;
+        offset = (offset + 1) % 8;
+    }
+}
+
+TEST_F(syncmem_rma_test, put_bcopy_sizes)
+{
+    size_t max = m_attr.cap.put.max_bcopy;
+    buffer *dst = alloc(max + 16, 0xee);
+    std::vector<uint8_t> src(max + 16);
+
+    for (size_t len : {size_t(0), size_t(1), size_t(7), size_t(63), size_t(1000),
+                       max - 1, max}) {
+        fill_pattern(src.data() + 5, len, len);
+        pack_arg arg = { src.data() + 5, len };
+        ssize_t packed;
+        do {
+            packed = uct_ep_put_bcopy(m_ep, pack_cb, &arg,
+                                      (uintptr_t)dst->data.data() + 3,
+                                      dst->rkey.rkey);
+            if (packed == UCS_ERR_NO_RESOURCE) {
+                progress();
+            }
+        } while (packed == UCS_ERR_NO_RESOURCE);
+        ASSERT_EQ((ssize_t)len, packed);
+        flush(m_ep);
+        ASSERT_EQ(0, memcmp(dst->data.data() + 3, src.data() + 5, len)) << len;
+        ASSERT_EQ(0xee, dst->data[3 + len]) << "wrote past " << len;
+    }
+}
+
+// Zero-copy put from several registered pieces, each an odd size.
+TEST_F(syncmem_rma_test, put_zcopy_multi_sge)
+{
+    const size_t sizes[] = { 1, 4093, 17, 65536 + 3, 0, 250 };
+    size_t niov = std::min<size_t>(m_attr.cap.put.max_iov, 6), total = 0;
+    std::vector<uct_iov_t> iov;
+    std::vector<uint8_t> expect;
+
+    for (size_t i = 0; i < niov; ++i) {
+        buffer *b = alloc(sizes[i] + 8, 0);
+        fill_pattern(b->data.data() + 1, sizes[i], i + 10);
+        iov.push_back(iov_of(b->data.data() + 1, sizes[i], b->memh));
+        expect.insert(expect.end(), b->data.data() + 1,
+                      b->data.data() + 1 + sizes[i]);
+        total += sizes[i];
+    }
+    buffer *dst = alloc(total + 8, 0xee);
+
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ucs_status_t status = retry([&] {
+        return uct_ep_put_zcopy(m_ep, iov.data(), iov.size(),
+                                (uintptr_t)dst->data.data() + 5,
+                                dst->rkey.rkey, &comp);
+    });
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    while (comp.count > 0) {
+        progress();
+    }
+    EXPECT_EQ(UCS_OK, comp.status);
+    EXPECT_EQ(0, memcmp(dst->data.data() + 5, expect.data(), total));
+    EXPECT_EQ(0xee, dst->data[5 + total]);
+}
+
+TEST_F(syncmem_rma_test, put_zcopy_large)
+{
+    const size_t size = 4 * 1024 * 1024 + 1;
+    buffer *src = alloc(size, 0), *dst = alloc(size, 0);
+    fill_pattern(src->data.data(), size, 3);
+    uct_iov_t iov = iov_of(src->data.data(), size, src->memh);
+
+    ASSERT_EQ(UCS_INPROGRESS, retry([&] {
+        return uct_ep_put_zcopy(m_ep, &iov, 1, (uintptr_t)dst->data.data(),
+                                dst->rkey.rkey, NULL);
+    }));
+    flush(m_ep);
+    EXPECT_EQ(0, memcmp(dst->data.data(), src->data.data(), size));
+}
+
+TEST_F(syncmem_rma_test, get_bcopy_sizes)
+{
+    size_t max = m_attr.cap.get.max_bcopy;
+    buffer *src = alloc(max + 16, 0);
+    fill_pattern(src->data.data(), max + 16, 9);
+
+    for (size_t len : {size_t(1), size_t(8), size_t(1023), max}) {
+        std::vector<uint8_t> out(len + 1, 0xee);
+        uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+        ASSERT_EQ(UCS_INPROGRESS, retry([&] {
+            return uct_ep_get_bcopy(m_ep, unpack_cb, out.data(), len,
+                                    (uintptr_t)src->data.data() + 7,
+                                    src->rkey.rkey, &comp);
+        })) << len;
+        while (comp.count > 0) {
+            progress();
+        }
+        EXPECT_EQ(UCS_OK, comp.status);
+        EXPECT_EQ(0, memcmp(out.data(), src->data.data() + 7, len)) << len;
+        EXPECT_EQ(0xee, out[len]);
+    }
+}
+
+TEST_F(syncmem_rma_test, get_zcopy_multi_sge)
+{
+    const size_t sizes[] = { 3, 8191, 1, 100000 };
+    size_t niov = std::min<size_t>(m_attr.cap.get.max_iov, 4), total = 0;
+    std::vector<uct_iov_t> iov;
+    std::vector<buffer*> parts;
+
+    for (size_t i = 0; i < niov; ++i) {
+        buffer *b = alloc(sizes[i] + 2, 0xee);
+        iov.push_back(iov_of(b->data.data() + 1, sizes[i], b->memh));
+        parts.push_back(b);
+        total += sizes[i];
+    }
+    buffer *src = alloc(total, 0);
+    fill_pattern(src->data.data(), total, 4);
+
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ASSERT_EQ(UCS_INPROGRESS, retry([&] {
+        return uct_ep_get_zcopy(m_ep, iov.data(), iov.size(),
+                                (uintptr_t)src->data.data(), src->rkey.rkey,
+                                &comp);
+    }));
+    while (comp.count > 0) {
+        progress();
+    }
+    ASSERT_EQ(UCS_OK, comp.status);
+
+    size_t offset = 0;
+    for (size_t i = 0; i < niov; ++i) {
+        EXPECT_EQ(0, memcmp(parts[i]->data.data() + 1,
+                            src->data.data() + offset, sizes[i])) << i;
+        EXPECT_EQ(0xee, parts[i]->data[0]);
+        EXPECT_EQ(0xee, parts[i]->data[1 + sizes[i]]);
+        offset += sizes[i];
+    }
+}
+
+// Posting until the queue is full, then the pending queue: everything
+// lands, in posting order.
+TEST_F(syncmem_rma_test, pending_keeps_order)
+{
+    const unsigned count = 2000;
+    buffer *dst = alloc(count * sizeof(uint32_t) + 8, 0);
+    uint32_t *slots = reinterpret_cast<uint32_t*>(dst->data.data());
+
+    struct req : uct_pending_req_t {
+        uct_ep_h         ep;
+        uint32_t         value;
+        uint64_t         addr;
+        uct_rkey_t       rkey;
+    };
+    std::vector<req> reqs(count);
+    unsigned posted = 0, queued = 0;
+
+    for (unsigned i = 0; i < count; ++i) {
+        req &r = reqs[i];
+        r.ep    = m_ep;
+        r.value = i + 1;
+        r.addr  = (uintptr_t)(slots + i);
+        r.rkey  = dst->rkey.rkey;
+        r.func  = [](uct_pending_req_t *self) -> ucs_status_t {
+            req *q = static_cast<req*>(self);
+            return uct_ep_put_short(q->ep, &q->value, sizeof(q->value),
+                                    q->addr, q->rkey);
+        };
+
+        ucs_status_t s = r.func(&r);
+        if (s == UCS_OK) {
+            ++posted;
+            continue;
+        }
+        ASSERT_EQ(UCS_ERR_NO_RESOURCE, s);
+        ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &r, 0));
+        ++queued;
+    }
+    EXPECT_GT(queued, 0u) << "the queue never filled; raise count";
+
+    flush(m_ep);
+    for (unsigned i = 0; i < count; ++i) {
+        ASSERT_EQ(i + 1, slots[i]) << "slot " << i;
+    }
+}
+
+// After a fence, a put cannot overtake an earlier get of the same word.
+TEST_F(syncmem_rma_test, fence_orders_get_before_put)
+{
+    buffer *word = alloc(8, 0), *out = alloc(8, 0);
+    uint64_t one = 1, two = 2;
+    memcpy(word->data.data(), &one, 8);
+
+    for (int i = 0; i < 50; ++i) {
+        memcpy(word->data.data(), &one, 8);
+        memset(out->data.data(), 0, 8);
+        uct_iov_t iov = iov_of(out->data.data(), 8, out->memh);
+        ASSERT_EQ(UCS_INPROGRESS, retry([&] {
+            return uct_ep_get_zcopy(m_ep, &iov, 1, (uintptr_t)word->data.data(),
+                                    word->rkey.rkey, NULL);
+        }));
+        ASSERT_EQ(UCS_OK, uct_ep_fence(m_ep, 0));
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_put_short(m_ep, &two, 8, (uintptr_t)word->data.data(),
+                                    word->rkey.rkey);
+        }));
+        flush(m_ep);
+        uint64_t got;
+        memcpy(&got, out->data.data(), 8);
+        ASSERT_EQ(1u, got) << "iteration " << i;
+        memcpy(&got, word->data.data(), 8);
+        ASSERT_EQ(2u, got);
+    }
+}
+
+TEST_F(syncmem_rma_test, iface_flush_covers_every_endpoint)
+{
+    uct_iface_h third;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &third));
+    uct_ep_h ep2 = connect(m_sender, third);
+    ASSERT_NE(nullptr, ep2);
+
+    const size_t size = 256 * 1024;
+    buffer *src = alloc(size, 0), *d1 = alloc(size, 0), *d2 = alloc(size, 0);
+    fill_pattern(src->data.data(), size, 5);
+    uct_iov_t iov = iov_of(src->data.data(), size, src->memh);
+
+    for (auto target : { std::make_pair(m_ep, d1), std::make_pair(ep2, d2) }) {
+        ASSERT_EQ(UCS_INPROGRESS, retry([&] {
+            return uct_ep_put_zcopy(target.first, &iov, 1,
+                                    (uintptr_t)target.second->data.data(),
+                                    target.second->rkey.rkey, NULL);
+        }));
+    }
+
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ucs_status_t status = retry([&] {
+        return uct_iface_flush(m_sender, 0, &comp);
+    });
+    if (status == UCS_INPROGRESS) {
+        while (comp.count > 0) {
+            progress();
+        }
+        status = comp.status;
+    }
+    ASSERT_EQ(UCS_OK, status);
+    EXPECT_EQ(0, memcmp(d1->data.data(), src->data.data(), size));
+    EXPECT_EQ(0, memcmp(d2->data.data(), src->data.data(), size));
+
+    // and without a completion: poll until it says done
+    while (uct_iface_flush(m_sender, 0, NULL) == UCS_INPROGRESS) {
+        progress();
+    }
+}
+
+TEST_F(syncmem_rma_test, flush_cancel_completes_everything)
+{
+    const size_t size = 512 * 1024;
+    const int count = 16;
+    buffer *src = alloc(size, 0), *dst = alloc(size, 0);
+    uct_iov_t iov = iov_of(src->data.data(), size, src->memh);
+    uct_completion_t comp = { [](uct_completion_t*) {}, count, UCS_OK };
+
+    for (int i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_INPROGRESS, retry([&] {
+            return uct_ep_put_zcopy(m_ep, &iov, 1, (uintptr_t)dst->data.data(),
+                                    dst->rkey.rkey, &comp);
+        }));
+    }
+
+    uct_completion_t fcomp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ucs_status_t status = uct_ep_flush(m_ep, UCT_FLUSH_FLAG_CANCEL, &fcomp);
+    ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS))
+            << ucs_status_string(status);
+    while ((comp.count > 0) || ((status == UCS_INPROGRESS) && (fcomp.count > 0))) {
+        progress();
+    }
+    // each op either finished before the cancel or was canceled
+    EXPECT_TRUE((comp.status == UCS_OK) || (comp.status == UCS_ERR_CANCELED))
+            << ucs_status_string(comp.status);
+    EXPECT_TRUE(m_errors.empty()) << "cancel is not a peer failure";
+
+    // the endpoint refuses new work, and can be destroyed
+    uint64_t v = 1;
+    EXPECT_EQ(UCS_ERR_CANCELED,
+              uct_ep_put_short(m_ep, &v, 8, (uintptr_t)dst->data.data(),
+                               dst->rkey.rkey));
+}
+
+// A put outside any registration fails that endpoint only.
+TEST_F(syncmem_rma_test, remote_access_error_fails_one_endpoint)
+{
+    uct_iface_h third;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &third));
+    uct_ep_h good = connect(m_sender, third);
+    buffer *dst = alloc(64, 0);
+    uint64_t v = 7;
+
+    // past the end of the registered range
+    ASSERT_EQ(UCS_OK, retry([&] {
+        return uct_ep_put_short(m_ep, &v, 8,
+                                (uintptr_t)dst->data.data() + dst->data.size(),
+                                dst->rkey.rkey);
+    }));
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ucs_status_t status = uct_ep_flush(m_ep, 0, &comp);
+    if (status == UCS_INPROGRESS) {
+        while (comp.count > 0) {
+            progress();
+        }
+        status = comp.status;
+    }
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, status);
+    ASSERT_EQ(1u, m_errors.size());
+    EXPECT_EQ(m_ep, m_errors[0].first);
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, m_errors[0].second);
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_ep_put_short(m_ep, &v, 8, (uintptr_t)dst->data.data(),
+                               dst->rkey.rkey));
+
+    // the other endpoint of the same iface still works
+    ASSERT_EQ(UCS_OK, retry([&] {
+        return uct_ep_put_short(good, &v, 8, (uintptr_t)dst->data.data(),
+                                dst->rkey.rkey);
+    }));
+    flush(good);
+    EXPECT_EQ(0, memcmp(dst->data.data(), &v, 8));
+    EXPECT_EQ(1u, m_errors.size());
+}
+
+TEST_F(syncmem_rma_test, connect_to_missing_iface_times_out)
+{
+    uct_iface_h iface;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
+                                 {{"CM_TIMEOUT", "20ms"}, {"CM_RETRIES", "3"}}));
+    uct_iface_attr_t attr;
+    uct_iface_query(m_receiver, &attr);
+    std::vector<uint8_t> dev(attr.device_addr_len), ifa(attr.iface_addr_len);
+    uct_iface_get_device_address(m_receiver, (uct_device_addr_t*)dev.data());
+    uct_iface_get_address(m_receiver, (uct_iface_addr_t*)ifa.data());
+    ifa[0] ^= 0xff; // an iface id nobody has
+
+    uct_ep_params_t params = {};
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                        UCT_EP_PARAM_FIELD_IFACE_ADDR;
+    params.iface      = iface;
+    params.dev_addr   = (uct_device_addr_t*)dev.data();
+    params.iface_addr = (uct_iface_addr_t*)ifa.data();
+    uct_ep_h ep;
+    ASSERT_EQ(UCS_OK, uct_ep_create(&params, &ep));
+    m_eps.push_back(ep);
+
+    uint64_t v = 1;
+    ucs_status_t status;
+    while ((status = uct_ep_put_short(ep, &v, 8, 0, 0)) == UCS_ERR_NO_RESOURCE) {
+        progress();
+    }
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, status);
+    ASSERT_EQ(1u, m_errors.size());
+    EXPECT_EQ(ep, m_errors[0].first);
+}
+
+TEST_F(syncmem_rma_test, garbled_rkey_is_refused)
+{
+    buffer *b = alloc(64, 0);
+    std::vector<uint8_t> packed(64);
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, b->memh, packed.data()));
+
+    uct_md_attr_t md_attr;
+    uct_md_query(m_md, &md_attr);
+    for (size_t i = 0; i < md_attr.rkey_packed_size; ++i) {
+        std::vector<uint8_t> bad = packed;
+        bad[i] ^= 0x10;
+        uct_rkey_bundle_t rkey;
+        EXPECT_NE(UCS_OK, uct_rkey_unpack(m_component, bad.data(), &rkey))
+                << "byte " << i;
+    }
+    std::vector<uint8_t> zero(64, 0);
+    uct_rkey_bundle_t rkey;
+    EXPECT_NE(UCS_OK, uct_rkey_unpack(m_component, zero.data(), &rkey));
 }
