@@ -1,0 +1,191 @@
+// Across a (virtual) wire: rxe0 and rxe1 on the two ends of a veth pair
+// (contrib/guest.sh --two-hosts), where tc netem can lose packets.
+#include "syncmem_test.h"
+
+#include <cstring>
+
+class syncmem_wire_test : public syncmem_test {
+protected:
+    void SetUp() override {
+        syncmem_test::SetUp();
+        const char *dev1 = getenv("SYNCMEM_DEV1");
+        const char *net0 = getenv("SYNCMEM_NETDEV0");
+        const char *net1 = getenv("SYNCMEM_NETDEV1");
+        ASSERT_TRUE(dev1 && net0 && net1)
+                << "needs the two-host guest (contrib/guest.sh --two-hosts)";
+        m_dev1   = dev1;
+        m_net[0] = net0;
+        m_net[1] = net1;
+        m_md1    = open_md(m_component, m_dev1.substr(0, m_dev1.rfind(':')));
+        ASSERT_NE(nullptr, m_md1);
+    }
+
+    void TearDown() override {
+        set_loss(0);
+        for (auto &r : m_regs) {
+            uct_rkey_release(m_component, &r.second);
+            uct_md_mem_dereg(m_md1, r.first);
+        }
+        for (uct_ep_h ep : m_eps) {
+            uct_ep_destroy(ep);
+        }
+        syncmem_test::TearDown();
+    }
+
+    // netem on both ends: requests and answers both get lost
+    void set_loss(int percent) {
+        for (const std::string &net : m_net) {
+            std::string cmd = "tc qdisc del dev " + net + " root 2>/dev/null";
+            EXPECT_EQ(0, system((cmd + "; true").c_str()));
+            if (percent > 0) {
+                cmd = "tc qdisc add dev " + net + " root netem loss " +
+                      std::to_string(percent) + "%";
+                ASSERT_EQ(0, system(cmd.c_str())) << cmd;
+            }
+        }
+    }
+
+    // Packets netem dropped so far on both ends.
+    unsigned long dropped() {
+        unsigned long total = 0;
+        for (const std::string &net : m_net) {
+            std::string cmd = "tc -s qdisc show dev " + net;
+            FILE *p = popen(cmd.c_str(), "r");
+            char line[256];
+            unsigned long n;
+            while (p && fgets(line, sizeof(line), p)) {
+                const char *d = strstr(line, "dropped ");
+                if (d && (sscanf(d, "dropped %lu", &n) == 1)) {
+                    total += n;
+                }
+            }
+            if (p) {
+                pclose(p);
+            }
+        }
+        return total;
+    }
+
+    ucs_status_t connect(uct_iface_h from, uct_iface_h to, uct_ep_h *ep_p) {
+        uct_iface_attr_t attr;
+        uct_iface_query(to, &attr);
+        std::vector<uint8_t> dev(attr.device_addr_len), ifa(attr.iface_addr_len);
+        uct_iface_get_device_address(to, (uct_device_addr_t*)dev.data());
+        uct_iface_get_address(to, (uct_iface_addr_t*)ifa.data());
+
+        uct_ep_params_t params = {};
+        params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
+                            UCT_EP_PARAM_FIELD_DEV_ADDR |
+                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        params.iface      = from;
+        params.dev_addr   = (uct_device_addr_t*)dev.data();
+        params.iface_addr = (uct_iface_addr_t*)ifa.data();
+        ucs_status_t status = uct_ep_create(&params, ep_p);
+        if (status == UCS_OK) {
+            m_eps.push_back(*ep_p);
+        }
+        return status;
+    }
+
+    // Registers size bytes on the far side (md1) for remote access.
+    uct_rkey_t remote(std::vector<uint64_t> &mem) {
+        uct_mem_h memh;
+        EXPECT_EQ(UCS_OK, uct_md_mem_reg(m_md1, mem.data(), mem.size() * 8,
+                                         UCT_MD_MEM_ACCESS_ALL, &memh));
+        std::vector<uint8_t> packed(64);
+        EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md1, memh, packed.data()));
+        uct_rkey_bundle_t rkey;
+        EXPECT_EQ(UCS_OK, uct_rkey_unpack(m_component, packed.data(), &rkey));
+        m_regs.push_back({memh, rkey});
+        return rkey.rkey;
+    }
+
+    // Puts 1..count into consecutive words, then flushes; returns the
+    // first error, if any.
+    ucs_status_t put_sequence(uct_ep_h ep, std::vector<uint64_t> &mem,
+                              uct_rkey_t rkey) {
+        ucs_status_t status;
+        for (uint64_t i = 0; i < mem.size(); ++i) {
+            uint64_t v = i + 1;
+            while ((status = uct_ep_put_short(ep, &v, 8,
+                                              (uintptr_t)&mem[i], rkey)) ==
+                   UCS_ERR_NO_RESOURCE) {
+                uct_worker_progress(m_worker);
+            }
+            if (status != UCS_OK) {
+                return status;
+            }
+        }
+        uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+        while ((status = uct_ep_flush(ep, 0, &comp)) == UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(m_worker);
+        }
+        if (status == UCS_INPROGRESS) {
+            while (comp.count > 0) {
+                uct_worker_progress(m_worker);
+            }
+            status = comp.status;
+        }
+        return status;
+    }
+
+    std::string                                        m_dev1, m_net[2];
+    uct_md_h                                           m_md1 = nullptr;
+    std::vector<uct_ep_h>                              m_eps;
+    std::vector<std::pair<uct_mem_h, uct_rkey_bundle_t>> m_regs;
+};
+
+TEST_F(syncmem_wire_test, put_crosses_the_wire)
+{
+    uct_iface_h a, b;
+    uct_ep_h ep;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a));
+    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    ASSERT_EQ(UCS_OK, connect(a, b, &ep));
+
+    std::vector<uint64_t> mem(1000, 0);
+    ASSERT_EQ(UCS_OK, put_sequence(ep, mem, remote(mem)));
+    for (uint64_t i = 0; i < mem.size(); ++i) {
+        ASSERT_EQ(i + 1, mem[i]);
+    }
+}
+
+// Lost handshake messages are sent again; lost data is retransmitted by RC.
+TEST_F(syncmem_wire_test, connect_and_put_with_packet_loss)
+{
+    uct_iface_h a, b;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
+                                 {{"CM_TIMEOUT", "50ms"}, {"CM_RETRIES", "100"},
+                                  {"RC_TIMEOUT", "10ms"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    set_loss(25);
+
+    for (int round = 0; round < 5; ++round) {
+        uct_ep_h ep;
+        ASSERT_EQ(UCS_OK, connect(a, b, &ep));
+        std::vector<uint64_t> mem(300, 0);
+        ASSERT_EQ(UCS_OK, put_sequence(ep, mem, remote(mem))) << round;
+        for (uint64_t i = 0; i < mem.size(); ++i) {
+            ASSERT_EQ(i + 1, mem[i]) << "round " << round;
+        }
+    }
+    EXPECT_TRUE(m_errors.empty());
+    EXPECT_GT(dropped(), 10u) << "netem dropped nothing: the test proves nothing";
+}
+
+TEST_F(syncmem_wire_test, connect_over_a_dead_wire_times_out)
+{
+    uct_iface_h a, b;
+    uct_ep_h ep;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
+                                 {{"CM_TIMEOUT", "20ms"}, {"CM_RETRIES", "5"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    set_loss(100);
+    ASSERT_EQ(UCS_OK, connect(a, b, &ep));
+
+    std::vector<uint64_t> mem(1, 0);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, put_sequence(ep, mem, remote(mem)));
+    ASSERT_EQ(1u, m_errors.size());
+    EXPECT_EQ(ep, m_errors[0].first);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_errors[0].second);
+}
