@@ -1,26 +1,81 @@
 #!/bin/sh
 #
 # bench.sh: the main job. Sets up and builds what is missing, boots the
-# Soft-RoCE guest and shows the syncmem transport as the installed UCX sees
-# it on the guest's RDMA device.
+# Soft-RoCE guest, shows syncmem as the installed UCX sees it, then runs
+# ucx_perftest for syncmem and UCX's own rc_verbs on the same device,
+# interleaved, and prints medians and the ratio syncmem / rc_verbs.
 #
-#   contrib/bench.sh [--no-build]
+#   contrib/bench.sh [--no-build] [--reps N]
 #
-# (The transport comparison against rc_verbs and raw verbs arrives with the
-# data path.)
+# Results: bench-results/uct.csv. The guest is emulated (TCG): absolute
+# numbers are slow and noisy; compare ratios from one run only.
 #
 set -e
 cd "$(dirname "$0")/.."
+top=$(pwd)
 
-case "$1" in
-    -h|--help) sed -n '3,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    --no-build) ;;
-    *) contrib/bootstrap.sh ;;
-esac
-
-contrib/guest.sh -- sh -c '
+if [ "$1" = --in-guest ]; then
+    reps=$2
+    dev=$SYNCMEM_DEV0
+    out=$top/bench-results
+    mkdir -p "$out"
     echo "== verbs devices"; ibv_devices
-    echo "== UCX $(ucx_info -v | sed -n "s/^# Version //p") with syncmem loaded (contrib/syncmem-run)"
-    contrib/syncmem-run ucx_info -d -t syncmem
-    echo "== UCX_SYNCMEM_* settings"
-    contrib/syncmem-run ucx_info -c | grep "^UCX_SYNCMEM_"'
+    echo "== UCX $(ucx_info -v | sed -n 's/^# Version //p') with syncmem loaded (contrib/syncmem-run)"
+    contrib/syncmem-run ucx_info -d -t syncmem | grep -E 'Transport|Device|put_|get_|connection'
+
+    # name:field of the 'Final:' line:args. Field 3 is the median
+    # latency (usec), 6 the average bandwidth (MB/s).
+    tests="put_lat:3:-t put_lat -D short -s 8 -n 3000
+put_bw_64k_zcopy:6:-t put_bw -D zcopy -s 65536 -n 600
+get_64k_zcopy:6:-t get -D zcopy -s 65536 -n 600
+put_bw_4k_bcopy:6:-t put_bw -D bcopy -s 4096 -n 2000
+get_4k_bcopy:6:-t get -D bcopy -s 4096 -n 2000"
+
+    echo "test,tl,rep,value" > "$out/uct.csv"
+    rep=1
+    while [ $rep -le "$reps" ]; do
+        echo "$tests" | while IFS=: read -r name col args; do
+            for tl in syncmem rc_verbs; do
+                printf '\r   rep %s/%s %-18s %-9s' "$rep" "$reps" "$name" "$tl" >&2
+                # shellcheck disable=SC2086
+                timeout 120 contrib/syncmem-run ucx_perftest -x $tl -d "$dev" -c 0 $args \
+                    >/dev/null 2>&1 &
+                sleep 1
+                # shellcheck disable=SC2086
+                v=$(timeout 110 contrib/syncmem-run ucx_perftest 127.0.0.1 -x $tl -d "$dev" \
+                        -c 1 $args 2>/dev/null | awk -v c="$col" '/^Final:/{print $c}')
+                wait || true
+                echo "$name,$tl,$rep,${v:-nan}" >> "$out/uct.csv"
+            done
+        done
+        rep=$((rep + 1))
+    done
+    echo >&2
+
+    echo "== ucx_perftest, medians of $reps runs (latency: usec, lower is better; bandwidth: MB/s, higher is better)"
+    printf '%-18s %12s %12s %18s\n' test syncmem rc_verbs "syncmem/rc_verbs"
+    echo "$tests" | while IFS=: read -r name col args; do
+        med() {
+            grep "^$name,$1," "$out/uct.csv" | cut -d, -f4 | sort -g |
+                awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
+        }
+        s=$(med syncmem); r=$(med rc_verbs)
+        printf '%-18s %12s %12s %18s\n' "$name" "$s" "$r" \
+            "$(awk -v s="$s" -v r="$r" 'BEGIN{ if (r > 0) printf "%.2f", s / r; else print "n/a" }')"
+    done
+    exit 0
+fi
+
+reps=3
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h|--help) sed -n '3,12s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        --no-build) nobuild=1 ;;
+        --reps) reps=$2; shift ;;
+        *) echo "bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+[ -n "$nobuild" ] || contrib/bootstrap.sh
+exec contrib/guest.sh -- "$top/contrib/bench.sh" --in-guest "$reps"
