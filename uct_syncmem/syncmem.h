@@ -212,6 +212,8 @@ ucs_status_t uct_syncmem_query_tl_devices(uct_md_h md,
                                           unsigned *num_devices_p);
 
 /* syncmem_qp.c */
+void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
+                              struct ibv_qp_init_attr *init);
 ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
                                    struct ibv_qp **qp_p);
 ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,

@@ -331,18 +331,10 @@ static uint8_t uct_syncmem_rc_timeout_exp(double seconds)
 static ucs_status_t uct_syncmem_iface_probe_qp(uct_syncmem_iface_t *iface)
 {
     uct_syncmem_md_t *md = ucs_derived_of(iface->super.md, uct_syncmem_md_t);
-    struct ibv_qp_init_attr init = {};
+    struct ibv_qp_init_attr init;
     struct ibv_qp *qp;
 
-    init.qp_type             = IBV_QPT_RC;
-    init.send_cq             = iface->cq;
-    init.recv_cq             = iface->cq;
-    init.cap.max_send_wr     = iface->config.tx_queue_len;
-    init.cap.max_recv_wr     = 1;
-    init.cap.max_send_sge    = iface->config.max_sge;
-    init.cap.max_recv_sge    = 1;
-    init.cap.max_inline_data = iface->config.max_inline;
-
+    uct_syncmem_qp_init_attr(iface, &init);
     qp = ibv_create_qp(md->pd, &init);
     if ((qp == NULL) && (init.cap.max_inline_data > 0)) {
         init.cap.max_inline_data = 0; /* some devices have no inline */

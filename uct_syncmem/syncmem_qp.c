@@ -10,25 +10,32 @@
 #include <string.h>
 
 
+/* The shape of every RC QP of an iface (and of its probe QP). */
+void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
+                              struct ibv_qp_init_attr *init)
+{
+    memset(init, 0, sizeof(*init));
+    init->qp_type             = IBV_QPT_RC;
+    init->send_cq             = iface->cq;
+    init->recv_cq             = iface->cq;
+    init->sq_sig_all          = 0;   /* we choose which sends complete */
+    init->cap.max_send_wr     = iface->config.tx_queue_len;
+    init->cap.max_recv_wr     = 1;
+    init->cap.max_send_sge    = iface->config.max_sge;
+    init->cap.max_recv_sge    = 1;
+    init->cap.max_inline_data = iface->config.max_inline;
+}
+
 ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
                                    struct ibv_qp **qp_p)
 {
     uct_syncmem_md_t *md = ucs_derived_of(iface->super.md, uct_syncmem_md_t);
-    struct ibv_qp_init_attr init = {};
-    struct ibv_qp_attr attr      = {};
+    struct ibv_qp_attr attr = {};
+    struct ibv_qp_init_attr init;
     struct ibv_qp *qp;
     int ret;
 
-    init.qp_type             = IBV_QPT_RC;
-    init.send_cq             = iface->cq;
-    init.recv_cq             = iface->cq;
-    init.sq_sig_all          = 0;   /* we choose which sends complete */
-    init.cap.max_send_wr     = iface->config.tx_queue_len;
-    init.cap.max_recv_wr     = 1;
-    init.cap.max_send_sge    = iface->config.max_sge;
-    init.cap.max_recv_sge    = 1;
-    init.cap.max_inline_data = iface->config.max_inline;
-
+    uct_syncmem_qp_init_attr(iface, &init);
     qp = ibv_create_qp(md->pd, &init);
     if (qp == NULL) {
         ucs_error("syncmem: ibv_create_qp(RC) on %s:%u failed: %m (send queue"

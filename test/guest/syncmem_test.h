@@ -37,6 +37,9 @@ protected:
     }
 
     void TearDown() override {
+        for (uct_ep_h ep : m_eps) {
+            uct_ep_destroy(ep);
+        }
         for (uct_iface_h iface : m_ifaces) {
             uct_iface_close(iface);
         }
@@ -127,6 +130,28 @@ protected:
         return status;
     }
 
+    // An endpoint from one iface to another, by their addresses.
+    ucs_status_t connect(uct_iface_h from, uct_iface_h to, uct_ep_h *ep_p) {
+        uct_iface_attr_t attr;
+        uct_iface_query(to, &attr);
+        std::vector<uint8_t> dev(attr.device_addr_len), ifa(attr.iface_addr_len);
+        uct_iface_get_device_address(to, (uct_device_addr_t*)dev.data());
+        uct_iface_get_address(to, (uct_iface_addr_t*)ifa.data());
+
+        uct_ep_params_t params = {};
+        params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
+                            UCT_EP_PARAM_FIELD_DEV_ADDR |
+                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        params.iface      = from;
+        params.dev_addr   = (uct_device_addr_t*)dev.data();
+        params.iface_addr = (uct_iface_addr_t*)ifa.data();
+        ucs_status_t status = uct_ep_create(&params, ep_p);
+        if (status == UCS_OK) {
+            m_eps.push_back(*ep_p);
+        }
+        return status;
+    }
+
     // Endpoint errors reported to the iface error handler, in order.
     static ucs_status_t err_handler(void *arg, uct_ep_h ep,
                                     ucs_status_t status) {
@@ -142,6 +167,7 @@ protected:
     uct_md_h                   m_md      = nullptr;
     std::vector<uct_md_h>      m_mds;
     std::vector<uct_iface_h>   m_ifaces;
+    std::vector<uct_ep_h>      m_eps;
 };
 
 #endif

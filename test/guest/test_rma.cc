@@ -29,32 +29,12 @@ protected:
                 uct_md_mem_dereg(m_md, b->memh);
             }
         }
-        for (uct_ep_h ep : m_eps) {
-            uct_ep_destroy(ep);
-        }
         syncmem_test::TearDown();
     }
 
     uct_ep_h connect(uct_iface_h from, uct_iface_h to) {
-        uct_iface_attr_t attr;
-        uct_iface_query(to, &attr);
-        std::vector<uint8_t> dev(attr.device_addr_len), ifa(attr.iface_addr_len);
-        uct_iface_get_device_address(to, (uct_device_addr_t*)dev.data());
-        uct_iface_get_address(to, (uct_iface_addr_t*)ifa.data());
-
-        uct_ep_params_t params = {};
-        params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
-                            UCT_EP_PARAM_FIELD_DEV_ADDR |
-                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
-        params.iface      = from;
-        params.dev_addr   = (uct_device_addr_t*)dev.data();
-        params.iface_addr = (uct_iface_addr_t*)ifa.data();
         uct_ep_h ep;
-        if (uct_ep_create(&params, &ep) != UCS_OK) {
-            return nullptr;
-        }
-        m_eps.push_back(ep);
-        return ep;
+        return (syncmem_test::connect(from, to, &ep) == UCS_OK) ? ep : nullptr;
     }
 
     buffer *alloc(size_t size, uint8_t fill) {
@@ -98,7 +78,6 @@ protected:
     uct_iface_h                          m_sender, m_receiver;
     uct_iface_attr_t                     m_attr;
     uct_ep_h                             m_ep;
-    std::vector<uct_ep_h>                m_eps;
     std::vector<std::unique_ptr<buffer>> m_buffers;
 };
 

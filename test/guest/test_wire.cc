@@ -26,9 +26,6 @@ protected:
             uct_rkey_release(m_component, &r.second);
             uct_md_mem_dereg(m_md1, r.first);
         }
-        for (uct_ep_h ep : m_eps) {
-            uct_ep_destroy(ep);
-        }
         syncmem_test::TearDown();
     }
 
@@ -64,27 +61,6 @@ protected:
             }
         }
         return total;
-    }
-
-    ucs_status_t connect(uct_iface_h from, uct_iface_h to, uct_ep_h *ep_p) {
-        uct_iface_attr_t attr;
-        uct_iface_query(to, &attr);
-        std::vector<uint8_t> dev(attr.device_addr_len), ifa(attr.iface_addr_len);
-        uct_iface_get_device_address(to, (uct_device_addr_t*)dev.data());
-        uct_iface_get_address(to, (uct_iface_addr_t*)ifa.data());
-
-        uct_ep_params_t params = {};
-        params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
-                            UCT_EP_PARAM_FIELD_DEV_ADDR |
-                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
-        params.iface      = from;
-        params.dev_addr   = (uct_device_addr_t*)dev.data();
-        params.iface_addr = (uct_iface_addr_t*)ifa.data();
-        ucs_status_t status = uct_ep_create(&params, ep_p);
-        if (status == UCS_OK) {
-            m_eps.push_back(*ep_p);
-        }
-        return status;
     }
 
     // Registers size bytes on the far side (md1) for remote access.
@@ -131,7 +107,6 @@ protected:
 
     std::string                                        m_dev1, m_net[2];
     uct_md_h                                           m_md1 = nullptr;
-    std::vector<uct_ep_h>                              m_eps;
     std::vector<std::pair<uct_mem_h, uct_rkey_bundle_t>> m_regs;
 };
 
