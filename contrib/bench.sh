@@ -29,7 +29,9 @@ if [ "$1" = --in-guest ]; then
 put_bw_64k_zcopy:6:-t put_bw -D zcopy -s 65536 -n 600
 get_64k_zcopy:6:-t get -D zcopy -s 65536 -n 600
 put_bw_4k_bcopy:6:-t put_bw -D bcopy -s 4096 -n 2000
-get_4k_bcopy:6:-t get -D bcopy -s 4096 -n 2000"
+get_4k_bcopy:6:-t get -D bcopy -s 4096 -n 2000
+am_lat:3:-t am_lat -D short -s 8 -n 3000
+am_bw_4k_bcopy:6:-t am_bw -D bcopy -s 4096 -n 2000"
 
     echo "test,tl,rep,value" > "$out/uct.csv"
     rep=1
@@ -38,13 +40,8 @@ get_4k_bcopy:6:-t get -D bcopy -s 4096 -n 2000"
             for tl in syncmem rc_verbs; do
                 printf '\r   rep %s/%s %-18s %-9s' "$rep" "$reps" "$name" "$tl" >&2
                 # shellcheck disable=SC2086
-                timeout 120 contrib/syncmem-run ucx_perftest -x $tl -d "$dev" -c 0 $args \
-                    >/dev/null 2>&1 &
-                sleep 1
-                # shellcheck disable=SC2086
-                v=$(timeout 110 contrib/syncmem-run ucx_perftest 127.0.0.1 -x $tl -d "$dev" \
-                        -c 1 $args 2>/dev/null | awk -v c="$col" '/^Final:/{print $c}')
-                wait || true
+                v=$(contrib/perftest-pair.sh -- -x $tl -d "$dev" $args 2>/dev/null |
+                        awk -v c="$col" '/^Final:/{print $c}')
                 echo "$name,$tl,$rep,${v:-nan}" >> "$out/uct.csv"
             done
         done

@@ -64,8 +64,11 @@ typedef struct uct_syncmem_mem {
 } uct_syncmem_mem_t;
 
 
+#define UCT_SYNCMEM_AM_MAX_HDR 128
+
 typedef struct uct_syncmem_iface_config {
     uct_iface_config_t super;
+    unsigned           rx_queue_len;  /* receive buffers in the SRQ */
     unsigned long      gid_index;     /* UCS_ULUNITS_AUTO: RoCE v2 IPv4 */
     unsigned long      mtu;           /* UCS_ULUNITS_AUTO: active MTU */
     unsigned           tx_queue_len;  /* send queue depth of each QP */
@@ -146,6 +149,12 @@ typedef struct uct_syncmem_ep {
 } uct_syncmem_ep_t;
 
 
+/* A receive buffer; see the layout in syncmem_am.c. */
+typedef struct uct_syncmem_rx_desc {
+    uint32_t lkey;
+} uct_syncmem_rx_desc_t;
+
+
 /* Handshake state of an iface; see syncmem_cm.c. */
 typedef struct uct_syncmem_cm {
     struct ibv_comp_channel *channel; /* wakes the async handler */
@@ -177,6 +186,17 @@ struct uct_syncmem_iface {
     ucs_mpool_t        tx_mp;     /* uct_syncmem_desc_t + seg_size bytes */
     struct ibv_mr      *tx_mr;    /* registered tx_mp chunks */
     int                cq_available;
+    struct {
+        struct ibv_srq  *srq;     /* receive buffers of all its QPs */
+        struct ibv_cq   *cq;
+        ucs_mpool_t     mp;       /* uct_syncmem_rx_desc_t + headroom + data */
+        unsigned        queue_len;
+        unsigned        batch;    /* buffers posted at once */
+        unsigned        available;/* free SRQ slots */
+        unsigned        headroom_offset;
+        unsigned        payload_offset;
+        uct_recv_desc_t release_desc;
+    } rx;
     struct uct_syncmem_ep *dispatching; /* endpoint whose pending queue runs */
     uct_syncmem_cm_t   cm;
     struct {
@@ -231,6 +251,14 @@ void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface);
 ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep);
 void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep);
 unsigned uct_syncmem_cm_progress(uct_syncmem_iface_t *iface);
+
+/* syncmem_am.c */
+ucs_status_t uct_syncmem_rx_init(uct_syncmem_iface_t *iface,
+                                 const uct_iface_params_t *params,
+                                 const uct_syncmem_iface_config_t *config);
+void uct_syncmem_rx_cleanup(uct_syncmem_iface_t *iface);
+unsigned uct_syncmem_rx_post(uct_syncmem_iface_t *iface, unsigned max);
+unsigned uct_syncmem_rx_progress(uct_syncmem_iface_t *iface);
 
 /* syncmem_ep.c */
 void uct_syncmem_op_release(uct_syncmem_op_t *op, ucs_status_t status);

@@ -31,6 +31,13 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "the port's active MTU. Peers use the smaller of their two values.",
      ucs_offsetof(uct_syncmem_iface_config_t, mtu), UCS_CONFIG_TYPE_ULUNITS},
 
+    {"RX_QUEUE_LEN", "1024",
+     "Receive buffers (of SEG_SIZE bytes) shared by all endpoints of an iface\n"
+     "for active messages. When they run out, senders wait in hardware (RNR\n"
+     "retry) until progress refills them; nothing is lost.",
+     ucs_offsetof(uct_syncmem_iface_config_t, rx_queue_len),
+     UCS_CONFIG_TYPE_UINT},
+
     {"TX_QUEUE_LEN", "256",
      "Send queue depth of each endpoint's QP: operations an endpoint may have\n"
      "outstanding before it answers UCS_ERR_NO_RESOURCE.",
@@ -62,8 +69,8 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      ucs_offsetof(uct_syncmem_iface_config_t, tx_max_sge), UCS_CONFIG_TYPE_UINT},
 
     {"SEG_SIZE", "8k",
-     "Size of the registered bounce buffers used by put_bcopy and get_bcopy:\n"
-     "the largest bcopy operation.",
+     "Size of the registered send and receive buffers: the largest bcopy\n"
+     "operation and the largest active message.",
      ucs_offsetof(uct_syncmem_iface_config_t, seg_size),
      UCS_CONFIG_TYPE_MEMUNITS},
 
@@ -104,8 +111,11 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
     struct ibv_wc wc[16];
     uct_syncmem_ep_t *ep;
     ucs_status_t status;
+    unsigned count;
     khiter_t it;
     int i, n;
+
+    count = uct_syncmem_rx_progress(iface);
 
     n = ibv_poll_cq(iface->cq, ucs_static_array_size(wc), wc);
     for (i = 0; i < n; ++i) {
@@ -135,18 +145,18 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
         }
     }
 
-    n = ucs_max(n, 0);
+    count += ucs_max(n, 0);
     /* CM events that found the async lock taken wait for us */
     ucs_async_check_miss(iface->super.worker->async);
     if (ucs_unlikely(iface->cm.connecting > 0)) {
-        n += uct_syncmem_cm_progress(iface);
+        count += uct_syncmem_cm_progress(iface);
     }
 
     if (!ucs_arbiter_is_empty(&iface->arbiter)) {
         ucs_arbiter_dispatch(&iface->arbiter, 1,
                              uct_syncmem_ep_pending_dispatch, NULL);
     }
-    return n;
+    return count;
 }
 
 static ucs_status_t uct_syncmem_iface_flush(uct_iface_h tl_iface,
@@ -233,6 +243,8 @@ static ucs_status_t uct_syncmem_iface_query(uct_iface_h tl_iface,
     attr->max_conn_priv   = 0;
 
     attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                            UCT_IFACE_FLAG_AM_BCOPY |
+                            UCT_IFACE_FLAG_AM_ZCOPY |
                             UCT_IFACE_FLAG_PUT_BCOPY |
                             UCT_IFACE_FLAG_PUT_ZCOPY |
                             UCT_IFACE_FLAG_GET_BCOPY |
@@ -241,6 +253,9 @@ static ucs_status_t uct_syncmem_iface_query(uct_iface_h tl_iface,
                             UCT_IFACE_FLAG_CB_SYNC;
     if (iface->config.max_inline > 0) {
         attr->cap.flags  |= UCT_IFACE_FLAG_PUT_SHORT;
+    }
+    if (iface->config.max_inline >= sizeof(uint64_t)) {
+        attr->cap.flags  |= UCT_IFACE_FLAG_AM_SHORT;
     }
     attr->cap.event_flags = 0;
 
@@ -258,6 +273,16 @@ static ucs_status_t uct_syncmem_iface_query(uct_iface_h tl_iface,
     attr->cap.get.opt_zcopy_align = UCS_SYS_PCI_MAX_PAYLOAD;
     attr->cap.get.align_mtu       = mtu;
     attr->cap.get.max_iov         = iface->config.max_sge_rd;
+
+    attr->cap.am.max_short        = iface->config.max_inline;
+    attr->cap.am.max_bcopy        = iface->config.seg_size;
+    attr->cap.am.min_zcopy        = 0;
+    attr->cap.am.max_zcopy        = iface->config.seg_size;
+    attr->cap.am.opt_zcopy_align  = UCS_SYS_PCI_MAX_PAYLOAD;
+    attr->cap.am.align_mtu        = mtu;
+    attr->cap.am.max_hdr          = ucs_min(UCT_SYNCMEM_AM_MAX_HDR,
+                                            iface->config.seg_size);
+    attr->cap.am.max_iov          = iface->config.max_sge - 1;
 
     attr->latency             = ucs_linear_func_make(
                                   (iface->port.link_layer == IBV_LINK_LAYER_ETHERNET) ?
@@ -396,10 +421,11 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     }
 
     if ((config->tx_queue_len < 4) || (config->tx_cq_len < 4) ||
+        (config->rx_queue_len < 4) ||
         (config->tx_moderation < 1) || (config->seg_size < 64) ||
         (config->rc_retry_count > 7) || (config->rc_rnr_retry_count > 7)) {
-        ucs_error("syncmem: invalid configuration: TX_QUEUE_LEN and TX_CQ_LEN"
-                  " must be >= 4, TX_MODERATION >= 1, SEG_SIZE >= 64,"
+        ucs_error("syncmem: invalid configuration: TX_QUEUE_LEN, TX_CQ_LEN and"
+                  " RX_QUEUE_LEN must be >= 4, TX_MODERATION >= 1, SEG_SIZE >= 64,"
                   " RC_RETRY_COUNT and RC_RNR_RETRY_COUNT <= 7");
         return UCS_ERR_INVALID_PARAM;
     }
@@ -434,9 +460,14 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     }
     self->cq_available = config->tx_cq_len;
 
-    status = uct_syncmem_iface_probe_qp(self);
+    status = uct_syncmem_rx_init(self, params, config);
     if (status != UCS_OK) {
         goto err_cq;
+    }
+
+    status = uct_syncmem_iface_probe_qp(self);
+    if (status != UCS_OK) {
+        goto err_rx;
     }
     /* RDMA reads scatter into at most max_sge_rd entries (0: same as send) */
     self->config.max_sge_rd = dev->max_sge_rd ?
@@ -448,7 +479,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
                             UCS_SYS_CACHE_LINE_SIZE, 256, UINT_MAX,
                             &uct_syncmem_op_mpool_ops, "syncmem_ops");
     if (status != UCS_OK) {
-        goto err_cq;
+        goto err_rx;
     }
 
     status = uct_iface_mpool_init(&self->super, &self->tx_mp,
@@ -477,6 +508,8 @@ err_tx_mp:
     ucs_mpool_cleanup(&self->tx_mp, 1);
 err_op_mp:
     ucs_mpool_cleanup(&self->op_mp, 1);
+err_rx:
+    uct_syncmem_rx_cleanup(self);
 err_cq:
     ibv_destroy_cq(self->cq);
 err:
@@ -498,6 +531,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_iface_t)
     uct_syncmem_cm_cleanup(self);
     ucs_mpool_cleanup(&self->tx_mp, 1);
     ucs_mpool_cleanup(&self->op_mp, 1);
+    uct_syncmem_rx_cleanup(self);
     ibv_destroy_cq(self->cq);
     ucs_arbiter_cleanup(&self->arbiter);
     kh_destroy_inplace(uct_syncmem_qp_eps, &self->qp_eps);
@@ -520,6 +554,15 @@ ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h, uct_unpack_callback_t, void*,
                                       uct_completion_t*);
 ucs_status_t uct_syncmem_ep_get_zcopy(uct_ep_h, const uct_iov_t*, size_t,
                                       uint64_t, uct_rkey_t, uct_completion_t*);
+ucs_status_t uct_syncmem_ep_am_short(uct_ep_h, uint8_t, uint64_t, const void*,
+                                     unsigned);
+ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h, uint8_t, const uct_iov_t*,
+                                         size_t);
+ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h, uint8_t, uct_pack_callback_t, void*,
+                                unsigned);
+ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h, uint8_t, const void*, unsigned,
+                                     const uct_iov_t*, size_t, unsigned,
+                                     uct_completion_t*);
 ucs_status_t uct_syncmem_ep_flush(uct_ep_h, unsigned, uct_completion_t*);
 ucs_status_t uct_syncmem_ep_fence(uct_ep_h, unsigned);
 ucs_status_t uct_syncmem_ep_pending_add(uct_ep_h, uct_pending_req_t*, unsigned);
@@ -534,6 +577,10 @@ static uct_iface_ops_t uct_syncmem_iface_ops = {
     .ep_put_zcopy             = uct_syncmem_ep_put_zcopy,
     .ep_get_bcopy             = uct_syncmem_ep_get_bcopy,
     .ep_get_zcopy             = uct_syncmem_ep_get_zcopy,
+    .ep_am_short              = uct_syncmem_ep_am_short,
+    .ep_am_short_iov          = uct_syncmem_ep_am_short_iov,
+    .ep_am_bcopy              = uct_syncmem_ep_am_bcopy,
+    .ep_am_zcopy              = uct_syncmem_ep_am_zcopy,
     .ep_pending_add           = uct_syncmem_ep_pending_add,
     .ep_pending_purge         = uct_syncmem_ep_pending_purge,
     .ep_flush                 = uct_syncmem_ep_flush,

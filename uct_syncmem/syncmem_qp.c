@@ -17,12 +17,11 @@ void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
     memset(init, 0, sizeof(*init));
     init->qp_type             = IBV_QPT_RC;
     init->send_cq             = iface->cq;
-    init->recv_cq             = iface->cq;
+    init->recv_cq             = iface->rx.cq;
+    init->srq                 = iface->rx.srq;
     init->sq_sig_all          = 0;   /* we choose which sends complete */
     init->cap.max_send_wr     = iface->config.tx_queue_len;
-    init->cap.max_recv_wr     = 1;
     init->cap.max_send_sge    = iface->config.max_sge;
-    init->cap.max_recv_sge    = 1;
     init->cap.max_inline_data = iface->config.max_inline;
 }
 

@@ -91,9 +91,10 @@ protected:
     ucs_status_t open_iface(uct_md_h md, const char *tl_name,
                             const std::string &dev_name, uct_iface_h *iface_p,
                             const std::vector<std::pair<std::string,
-                                                        std::string>> &mods = {}) {
+                                                        std::string>> &mods = {},
+                            uct_iface_params_t params = {},
+                            uct_worker_h worker = nullptr) {
         uct_iface_config_t *config;
-        uct_iface_params_t params = {};
         ucs_status_t status;
 
         status = uct_md_iface_config_read(md, tl_name, NULL, NULL, &config);
@@ -109,7 +110,7 @@ protected:
             }
         }
 
-        params.field_mask           = UCT_IFACE_PARAM_FIELD_OPEN_MODE |
+        params.field_mask          |= UCT_IFACE_PARAM_FIELD_OPEN_MODE |
                                       UCT_IFACE_PARAM_FIELD_DEVICE |
                                       UCT_IFACE_PARAM_FIELD_ERR_HANDLER |
                                       UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
@@ -120,7 +121,8 @@ protected:
         params.open_mode            = UCT_IFACE_OPEN_MODE_DEVICE;
         params.mode.device.tl_name  = tl_name;
         params.mode.device.dev_name = dev_name.c_str();
-        status = uct_iface_open(md, m_worker, &params, config, iface_p);
+        status = uct_iface_open(md, worker ? worker : m_worker, &params,
+                                config, iface_p);
         uct_config_release(config);
         if (status == UCS_OK) {
             m_ifaces.push_back(*iface_p);

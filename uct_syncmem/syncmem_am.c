@@ -1,0 +1,389 @@
+/*
+ * syncmem - active messages: RC send/receive through a shared receive
+ * queue per iface.
+ *
+ * The AM id travels in the immediate data, so a message costs no header
+ * bytes. Every RC QP of the iface (active and passive) takes its receive
+ * buffers from one SRQ, refilled from progress in batches.
+ *
+ * Receiver not ready: when the SRQ is empty, the receiving HCA answers RNR
+ * and the sender's HCA retries after the RNR timer, forever by default
+ * (UCX_SYNCMEM_RC_RNR_RETRY_COUNT=7). That is flow control in hardware: a
+ * slow receiver slows its senders down, and no message is ever dropped.
+ * Credits in software would cost a header and a return path for nothing
+ * more.
+ *
+ * Receive descriptor layout (rx_headroom is what the user asked for, e.g.
+ * UCP's receive descriptor):
+ *
+ *   | uct_syncmem_rx_desc_t | uct_recv_desc_t* | rx_headroom | payload |
+ *   ^ desc                                     ^ headroom    ^ data
+ */
+#include "syncmem.h"
+#include "syncmem_tx.inl"
+
+#include <uct/base/uct_iov.inl>
+#include <arpa/inet.h>
+
+
+static UCS_F_ALWAYS_INLINE void *
+uct_syncmem_rx_data(uct_syncmem_iface_t *iface, uct_syncmem_rx_desc_t *desc)
+{
+    return UCS_PTR_BYTE_OFFSET(desc, iface->rx.payload_offset);
+}
+
+/* Release of a descriptor the user kept (uct_iface_release_desc). */
+static void uct_syncmem_rx_release_desc(uct_recv_desc_t *self, void *desc)
+{
+    uct_syncmem_iface_t *iface = ucs_container_of(self, uct_syncmem_iface_t,
+                                                  rx.release_desc);
+
+    ucs_mpool_put_inline(UCS_PTR_BYTE_OFFSET(desc,
+                                             -(ptrdiff_t)iface->rx.headroom_offset));
+}
+
+static void uct_syncmem_rx_desc_init(uct_iface_h tl_iface, void *obj,
+                                     uct_mem_h memh)
+{
+    uct_syncmem_rx_desc_t *desc = obj;
+
+    desc->lkey = ((uct_syncmem_mem_t*)memh)->mr->lkey;
+}
+
+/* Posts up to max receive buffers to the SRQ, as one chain. */
+unsigned uct_syncmem_rx_post(uct_syncmem_iface_t *iface, unsigned max)
+{
+    struct ibv_recv_wr wrs[max], *bad_wr;
+    struct ibv_sge sges[max];
+    uct_syncmem_rx_desc_t *desc;
+    unsigned count;
+    int ret;
+
+    for (count = 0; count < max; ++count) {
+        desc = ucs_mpool_get_inline(&iface->rx.mp);
+        if (desc == NULL) {
+            break;
+        }
+        sges[count].addr   = (uintptr_t)uct_syncmem_rx_data(iface, desc);
+        sges[count].length = iface->config.seg_size;
+        sges[count].lkey   = desc->lkey;
+        wrs[count].wr_id   = (uintptr_t)desc;
+        wrs[count].sg_list = &sges[count];
+        wrs[count].num_sge = 1;
+        wrs[count].next    = &wrs[count + 1];
+    }
+
+    if (count == 0) {
+        return 0;
+    }
+
+    wrs[count - 1].next = NULL;
+    ret = ibv_post_srq_recv(iface->rx.srq, wrs, &bad_wr);
+    if (ret) {
+        ucs_fatal("syncmem: ibv_post_srq_recv() failed: %s", strerror(ret));
+    }
+    iface->rx.available -= count;
+    return count;
+}
+
+unsigned uct_syncmem_rx_progress(uct_syncmem_iface_t *iface)
+{
+    struct ibv_wc wc[16];
+    uct_syncmem_rx_desc_t *desc;
+    ucs_status_t status;
+    void *data;
+    int i, n;
+
+    n = ibv_poll_cq(iface->rx.cq, ucs_static_array_size(wc), wc);
+    for (i = 0; i < n; ++i) {
+        desc = (uct_syncmem_rx_desc_t*)wc[i].wr_id;
+        ++iface->rx.available;
+
+        if (ucs_unlikely((wc[i].status != IBV_WC_SUCCESS) ||
+                         !(wc[i].wc_flags & IBV_WC_WITH_IMM))) {
+            if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+                ucs_diag("syncmem: receive on QP 0x%x failed: %s",
+                         wc[i].qp_num, ibv_wc_status_str(wc[i].status));
+            }
+            ucs_mpool_put_inline(desc);
+            continue;
+        }
+
+        data   = uct_syncmem_rx_data(iface, desc);
+        status = uct_iface_invoke_am(&iface->super, ntohl(wc[i].imm_data),
+                                     data, wc[i].byte_len,
+                                     UCT_CB_PARAM_FLAG_DESC);
+        if (status == UCS_OK) {
+            ucs_mpool_put_inline(desc);
+        } else {
+            /* the user keeps it; uct_iface_release_desc finds us here */
+            uct_recv_desc(UCS_PTR_BYTE_OFFSET(desc, iface->rx.headroom_offset)) =
+                    &iface->rx.release_desc;
+        }
+    }
+
+    if (iface->rx.available >= iface->rx.batch) {
+        uct_syncmem_rx_post(iface, iface->rx.batch);
+    }
+    return ucs_max(n, 0);
+}
+
+ucs_status_t uct_syncmem_rx_init(uct_syncmem_iface_t *iface,
+                                 const uct_iface_params_t *params,
+                                 const uct_syncmem_iface_config_t *config)
+{
+    uct_syncmem_md_t *md   = ucs_derived_of(iface->super.md, uct_syncmem_md_t);
+    size_t headroom        = UCT_IFACE_PARAM_VALUE(params, rx_headroom,
+                                                   RX_HEADROOM, 0);
+    uct_iface_mpool_config_t mp_config = { .max_bufs = -1, .bufs_grow = 0 };
+    struct ibv_srq_init_attr srq_attr  = {};
+    size_t elem_size, align, align_offset;
+    ucs_status_t status;
+
+    iface->rx.headroom_offset      = sizeof(uct_syncmem_rx_desc_t) +
+                                     sizeof(uct_recv_desc_t*);
+    iface->rx.payload_offset       = iface->rx.headroom_offset + headroom;
+    iface->rx.release_desc.cb      = uct_syncmem_rx_release_desc;
+    iface->rx.queue_len            = ucs_min(config->rx_queue_len,
+                                             (unsigned)md->dev_attr.max_srq_wr);
+    iface->rx.batch                = ucs_max(1, ucs_min(32,
+                                                        iface->rx.queue_len / 4));
+    iface->rx.available            = iface->rx.queue_len;
+    elem_size                      = iface->rx.payload_offset +
+                                     iface->config.seg_size;
+
+    status = uct_iface_param_am_alignment(params, elem_size,
+                                          iface->rx.payload_offset,
+                                          iface->rx.payload_offset, &align,
+                                          &align_offset);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    status = uct_iface_mpool_init(&iface->super, &iface->rx.mp, elem_size,
+                                  align_offset, align, &mp_config,
+                                  iface->rx.batch * 2, uct_syncmem_rx_desc_init,
+                                  "syncmem_rx_bufs");
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    iface->rx.cq = ibv_create_cq(md->ctx, iface->rx.queue_len, NULL, NULL, 0);
+    if (iface->rx.cq == NULL) {
+        ucs_error("syncmem: ibv_create_cq(%u) for receives on %s failed: %m;"
+                  " lower UCX_SYNCMEM_RX_QUEUE_LEN", iface->rx.queue_len,
+                  md->name);
+        status = UCS_ERR_IO_ERROR;
+        goto err_mp;
+    }
+
+    srq_attr.attr.max_wr  = iface->rx.queue_len;
+    srq_attr.attr.max_sge = 1;
+    iface->rx.srq = ibv_create_srq(md->pd, &srq_attr);
+    if (iface->rx.srq == NULL) {
+        ucs_error("syncmem: ibv_create_srq(%u) on %s failed: %m; lower"
+                  " UCX_SYNCMEM_RX_QUEUE_LEN", iface->rx.queue_len, md->name);
+        status = UCS_ERR_IO_ERROR;
+        goto err_cq;
+    }
+
+    while ((iface->rx.available > 0) &&
+           (uct_syncmem_rx_post(iface, ucs_min(iface->rx.available,
+                                               iface->rx.batch)) > 0)) {
+    }
+    return UCS_OK;
+
+err_cq:
+    ibv_destroy_cq(iface->rx.cq);
+err_mp:
+    ucs_mpool_cleanup(&iface->rx.mp, 1);
+    return status;
+}
+
+void uct_syncmem_rx_cleanup(uct_syncmem_iface_t *iface)
+{
+    ibv_destroy_srq(iface->rx.srq);
+    ibv_destroy_cq(iface->rx.cq);
+    /* descriptors the user still holds are his to release; do not check */
+    ucs_mpool_cleanup(&iface->rx.mp, 0);
+}
+
+static UCS_F_ALWAYS_INLINE void
+uct_syncmem_wr_send(struct ibv_send_wr *wr, uint8_t id, struct ibv_sge *sge,
+                    int num_sge)
+{
+    wr->opcode     = IBV_WR_SEND_WITH_IMM;
+    wr->imm_data   = htonl(id);
+    wr->send_flags = 0;
+    wr->sg_list    = sge;
+    wr->num_sge    = num_sge;
+}
+
+ucs_status_t uct_syncmem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                                     const void *payload, unsigned length)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    struct ibv_send_wr wr;
+    struct ibv_sge sge[2];
+    ucs_status_t status;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(sizeof(hdr) + length, 0, iface->config.max_inline,
+                     "am_short");
+    status = uct_syncmem_ep_check_tx(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    sge[0].addr   = (uintptr_t)&hdr;
+    sge[0].length = sizeof(hdr);
+    sge[0].lkey   = 0;
+    sge[1].addr   = (uintptr_t)payload;
+    sge[1].length = length;
+    sge[1].lkey   = 0;
+    uct_syncmem_wr_send(&wr, id, sge, 2);
+    wr.send_flags = IBV_SEND_INLINE;
+    UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, sizeof(hdr) + length);
+    return uct_syncmem_ep_post(iface, ep, &wr, NULL, 0);
+}
+
+ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
+                                         const uct_iov_t *iov, size_t iovcnt)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    struct ibv_sge sge[iovcnt + 1];
+    struct ibv_send_wr wr;
+    ucs_status_t status;
+    size_t i;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_IOV_SIZE(iovcnt, (size_t)iface->config.max_sge, "am_short_iov");
+    UCT_CHECK_LENGTH(uct_iov_total_length(iov, iovcnt), 0,
+                     iface->config.max_inline, "am_short_iov");
+    status = uct_syncmem_ep_check_tx(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    for (i = 0; i < iovcnt; ++i) {
+        sge[i].addr   = (uintptr_t)iov[i].buffer;
+        sge[i].length = uct_iov_get_length(&iov[i]);
+        sge[i].lkey   = 0;
+    }
+    uct_syncmem_wr_send(&wr, id, sge, iovcnt);
+    wr.send_flags = IBV_SEND_INLINE;
+    UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, uct_iov_total_length(iov, iovcnt));
+    return uct_syncmem_ep_post(iface, ep, &wr, NULL, 0);
+}
+
+ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                                uct_pack_callback_t pack_cb, void *arg,
+                                unsigned flags)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    uct_syncmem_desc_t *desc;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    ucs_status_t status;
+    size_t length;
+
+    UCT_CHECK_AM_ID(id);
+    status = uct_syncmem_ep_check_tx(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    desc = uct_syncmem_desc_get(iface, uct_syncmem_op_release);
+    if (ucs_unlikely(desc == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    length     = pack_cb(uct_syncmem_desc_data(desc), arg);
+    sge.addr   = (uintptr_t)uct_syncmem_desc_data(desc);
+    sge.length = length;
+    sge.lkey   = desc->lkey;
+    uct_syncmem_wr_send(&wr, id, &sge, 1);
+    status = uct_syncmem_ep_post(iface, ep, &wr, &desc->super, 0);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put(desc);
+        return status;
+    }
+
+    UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
+    return length;
+}
+
+/* The header was copied into a bounce buffer: release it, then tell the
+ * user the payload is no longer needed. */
+static void uct_syncmem_am_zcopy_done(uct_syncmem_op_t *op, ucs_status_t status)
+{
+    if (op->comp != NULL) {
+        uct_invoke_completion(op->comp, status);
+    }
+    ucs_mpool_put(op);
+}
+
+ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
+                                     const void *header, unsigned header_length,
+                                     const uct_iov_t *iov, size_t iovcnt,
+                                     unsigned flags, uct_completion_t *comp)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    struct ibv_sge sge[iovcnt + 1];
+    uct_syncmem_desc_t *desc;
+    struct ibv_send_wr wr;
+    ucs_status_t status;
+    size_t i;
+    int num_sge;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_IOV_SIZE(iovcnt, (size_t)iface->config.max_sge - 1,
+                       "am_zcopy");
+    UCT_CHECK_LENGTH(header_length, 0, UCT_SYNCMEM_AM_MAX_HDR, "am_zcopy header");
+    UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0,
+                     iface->config.seg_size, "am_zcopy");
+    status = uct_syncmem_ep_check_tx(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    desc = uct_syncmem_desc_get(iface, uct_syncmem_am_zcopy_done);
+    if (ucs_unlikely(desc == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    desc->super.comp = comp;
+
+    memcpy(uct_syncmem_desc_data(desc), header, header_length);
+    sge[0].addr   = (uintptr_t)uct_syncmem_desc_data(desc);
+    sge[0].length = header_length;
+    sge[0].lkey   = desc->lkey;
+    num_sge       = 1;
+    for (i = 0; i < iovcnt; ++i) {
+        sge[num_sge].length = uct_iov_get_length(&iov[i]);
+        if (sge[num_sge].length == 0) {
+            continue;
+        }
+        sge[num_sge].addr = (uintptr_t)iov[i].buffer;
+        sge[num_sge].lkey = ((uct_syncmem_mem_t*)iov[i].memh)->mr->lkey;
+        ++num_sge;
+    }
+
+    uct_syncmem_wr_send(&wr, id, sge, num_sge);
+    status = uct_syncmem_ep_post(iface, ep, &wr, &desc->super, comp != NULL);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put(desc);
+        return status;
+    }
+
+    UCT_TL_EP_STAT_OP(&ep->super, AM, ZCOPY,
+                      header_length + uct_iov_total_length(iov, iovcnt));
+    return UCS_INPROGRESS;
+}
