@@ -8,9 +8,10 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 dev=${SYNCMEM_DEV0:?SYNCMEM_DEV0 is not set: run through test/guest.test}
 failed=0
 
+# pair NAME [--env VAR=VALUE]... -- PERFTEST-ARGS
 pair() {
     name=$1; shift
-    if out=$("$top/contrib/perftest-pair.sh" -- -x syncmem -d "$dev" "$@" 2>&1); then
+    if out=$("$top/contrib/perftest-pair.sh" "$@" 2>&1); then
         echo "PASS perftest $name: $(echo "$out" | grep '^Final:')"
     else
         echo "FAIL perftest $name"; echo "$out"
@@ -18,13 +19,36 @@ pair() {
     fi
 }
 
-pair put_lat_short   -t put_lat -D short -s 8     -n 2000 -w 100
-pair put_bw_short    -t put_bw  -D short -s 64    -n 5000
-pair put_bw_bcopy    -t put_bw  -D bcopy -s 4096  -n 2000
-pair put_bw_zcopy    -t put_bw  -D zcopy -s 65536 -n 500
-pair get_bcopy       -t get     -D bcopy -s 4096  -n 2000
-pair get_zcopy       -t get     -D zcopy -s 65536 -n 500
-pair am_lat_short    -t am_lat  -D short -s 8     -n 2000 -w 100
-pair am_bw_bcopy     -t am_bw   -D bcopy -s 4096  -n 2000
-pair am_bw_zcopy     -t am_bw   -D zcopy -s 8192  -n 1000
+pair put_lat_short   -- -x syncmem -d "$dev" -t put_lat -D short -s 8     -n 2000 -w 100
+pair put_bw_short    -- -x syncmem -d "$dev" -t put_bw  -D short -s 64    -n 5000
+pair put_bw_bcopy    -- -x syncmem -d "$dev" -t put_bw  -D bcopy -s 4096  -n 2000
+pair put_bw_zcopy    -- -x syncmem -d "$dev" -t put_bw  -D zcopy -s 65536 -n 500
+pair get_bcopy       -- -x syncmem -d "$dev" -t get     -D bcopy -s 4096  -n 2000
+pair get_zcopy       -- -x syncmem -d "$dev" -t get     -D zcopy -s 65536 -n 500
+pair am_lat_short    -- -x syncmem -d "$dev" -t am_lat  -D short -s 8     -n 2000 -w 100
+pair am_bw_bcopy     -- -x syncmem -d "$dev" -t am_bw   -D bcopy -s 4096  -n 2000
+pair am_bw_zcopy     -- -x syncmem -d "$dev" -t am_bw   -D zcopy -s 8192  -n 1000
+
+# UCP with syncmem alone (no ud_verbs, no tcp). At info level UCP prints
+# the transports of each endpoint configuration ("ep_cfg[0]: tag(syncmem/
+# rxe0:1) ..."): there must be some, and all must be syncmem.
+ucp() {
+    name=$1; shift
+    pair "$name" --env UCX_TLS=syncmem --env UCX_NET_DEVICES="$dev" \
+        --env UCX_LOG_LEVEL=info -- "$@"
+    lanes=$(echo "$out" | grep 'ep_cfg\[')
+    if [ -z "$lanes" ] ||
+       echo "$lanes" | grep -oE '\([a-z0-9_]+/' | grep -v '^(syncmem/' | grep -q .; then
+        echo "FAIL perftest $name: lanes not all on syncmem: ${lanes:-none reported}"
+        failed=1
+    fi
+}
+
+ucp ucp_put_lat -t ucp_put_lat -s 8       -n 1000
+ucp ucp_put_bw  -t ucp_put_bw  -s 65536   -n 300
+ucp ucp_get     -t ucp_get     -s 65536   -n 300
+ucp tag_lat     -t tag_lat     -s 8       -n 1000
+ucp tag_bw_1m   -t tag_bw      -s 1048576 -n 30
+ucp stream_bw   -t stream_bw   -s 65536   -n 200
+ucp ucp_am_bw   -t ucp_am_bw   -s 65536   -n 200
 exit $failed
