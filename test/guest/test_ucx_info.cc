@@ -48,3 +48,21 @@ TEST_F(syncmem_test, ucx_info_shows_every_config_variable_with_its_doc)
         EXPECT_NE(std::string::npos, out.find(doc_line)) << doc_line;
     }
 }
+
+// UCP selects syncmem devices through UCX_NET_DEVICES like any network
+// transport: the port is used when named, and a missing name is reported.
+TEST_F(syncmem_test, ucp_honours_net_devices)
+{
+    int status;
+    std::string out = syncmem_run("env UCX_TLS=syncmem UCX_NET_DEVICES=" + m_dev +
+                                  " " UCX_INFO " -e -u t -n 1", &status);
+    ASSERT_EQ(0, status) << out;
+    EXPECT_NE(std::string::npos, out.find("syncmem/" + m_dev)) << out;
+
+    out = syncmem_run("env UCX_TLS=syncmem UCX_NET_DEVICES=nosuch:1 "
+                      UCX_INFO " -e -u t -n 1", &status);
+    EXPECT_NE(std::string::npos,
+              out.find("network device 'nosuch:1' is not available")) << out;
+    EXPECT_NE(std::string::npos, out.find("'" + m_dev + "'(syncmem)")) << out;
+    EXPECT_NE(std::string::npos, out.find("no usable transports")) << out;
+}
