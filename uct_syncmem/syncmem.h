@@ -100,6 +100,7 @@ typedef void (*uct_syncmem_op_cb_t)(uct_syncmem_op_t *op, ucs_status_t status);
 struct uct_syncmem_op {
     ucs_queue_elem_t      queue;
     uint16_t              sn;
+    struct uct_syncmem_ep *ep;         /* flush */
     uct_syncmem_op_cb_t   handler;
     uct_completion_t      *comp;
     uct_unpack_callback_t unpack_cb;   /* get_bcopy */
@@ -128,6 +129,7 @@ typedef struct uct_syncmem_ep {
     uint8_t              state;
     uint8_t              fence;         /* fence the next work request */
     ucs_status_t         status;        /* why the endpoint failed */
+    unsigned             amo_inflight;  /* emulated atomics not done yet */
     struct {
         int              available;     /* free send queue slots */
         uint16_t         sn;            /* of the last posted request */

@@ -25,6 +25,20 @@ void uct_syncmem_op_complete(uct_syncmem_op_t *op, ucs_status_t status)
     ucs_mpool_put(op);
 }
 
+/* A flush completes when everything before it has, including emulated
+ * atomics, which keep posting new steps: follow the last of them. */
+static void uct_syncmem_ep_flush_done(uct_syncmem_op_t *op, ucs_status_t status)
+{
+    uct_syncmem_ep_t *ep = op->ep;
+
+    if ((ep->amo_inflight > 0) && (status == UCS_OK)) {
+        op->sn = ep->tx.sn;
+        ucs_queue_push(&ep->tx.outstanding, &op->queue);
+        return;
+    }
+    uct_syncmem_op_complete(op, status);
+}
+
 /* Every request up to sn has completed: give back the slots, retire ops. */
 void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
                                  ucs_status_t status)
@@ -143,6 +157,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     self->state            = UCT_SYNCMEM_EP_FAILED; /* until it has a QP */
     self->status           = UCS_OK;
     self->fence            = 0;
+    self->amo_inflight     = 0;
     self->tx.available     = iface->config.tx_queue_len;
     self->tx.sn            = 0;
     self->tx.acked_sn      = 0;
@@ -271,10 +286,11 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
 
     if (comp != NULL) {
         /* retired with the last posted request, or by its flush error */
-        op = uct_syncmem_op_get(iface, comp, uct_syncmem_op_complete);
+        op = uct_syncmem_op_get(iface, comp, uct_syncmem_ep_flush_done);
         if (op == NULL) {
             return UCS_ERR_NO_RESOURCE;
         }
+        op->ep = ep;
         op->sn = ep->tx.sn;
         ucs_queue_push(&ep->tx.outstanding, &op->queue);
     }

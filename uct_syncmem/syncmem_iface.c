@@ -259,6 +259,21 @@ static ucs_status_t uct_syncmem_iface_query(uct_iface_h tl_iface,
     }
     attr->cap.event_flags = 0;
 
+    if (ucs_derived_of(iface->super.md, uct_syncmem_md_t)->dev_attr.atomic_cap !=
+        IBV_ATOMIC_NONE) {
+        /* add and cswap on the HCA, the rest by CAS: see syncmem_amo.c */
+        attr->cap.flags             |= UCT_IFACE_FLAG_ATOMIC_DEVICE;
+        attr->cap.atomic32.op_flags  =
+        attr->cap.atomic64.op_flags  = UCS_BIT(UCT_ATOMIC_OP_ADD) |
+                                       UCS_BIT(UCT_ATOMIC_OP_AND) |
+                                       UCS_BIT(UCT_ATOMIC_OP_OR)  |
+                                       UCS_BIT(UCT_ATOMIC_OP_XOR);
+        attr->cap.atomic32.fop_flags =
+        attr->cap.atomic64.fop_flags = attr->cap.atomic64.op_flags |
+                                       UCS_BIT(UCT_ATOMIC_OP_SWAP) |
+                                       UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+    }
+
     attr->cap.put.max_short       = iface->config.max_inline;
     attr->cap.put.max_bcopy       = iface->config.seg_size;
     attr->cap.put.min_zcopy       = 0;
@@ -563,6 +578,22 @@ ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h, uint8_t, uct_pack_callback_t, void*,
 ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h, uint8_t, const void*, unsigned,
                                      const uct_iov_t*, size_t, unsigned,
                                      uct_completion_t*);
+ucs_status_t uct_syncmem_ep_atomic64_post(uct_ep_h, unsigned, uint64_t,
+                                          uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_atomic32_post(uct_ep_h, unsigned, uint32_t,
+                                          uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_atomic64_fetch(uct_ep_h, uct_atomic_op_t, uint64_t,
+                                           uint64_t*, uint64_t, uct_rkey_t,
+                                           uct_completion_t*);
+ucs_status_t uct_syncmem_ep_atomic32_fetch(uct_ep_h, uct_atomic_op_t, uint32_t,
+                                           uint32_t*, uint64_t, uct_rkey_t,
+                                           uct_completion_t*);
+ucs_status_t uct_syncmem_ep_atomic_cswap64(uct_ep_h, uint64_t, uint64_t,
+                                           uint64_t, uct_rkey_t, uint64_t*,
+                                           uct_completion_t*);
+ucs_status_t uct_syncmem_ep_atomic_cswap32(uct_ep_h, uint32_t, uint32_t,
+                                           uint64_t, uct_rkey_t, uint32_t*,
+                                           uct_completion_t*);
 ucs_status_t uct_syncmem_ep_flush(uct_ep_h, unsigned, uct_completion_t*);
 ucs_status_t uct_syncmem_ep_fence(uct_ep_h, unsigned);
 ucs_status_t uct_syncmem_ep_pending_add(uct_ep_h, uct_pending_req_t*, unsigned);
@@ -581,6 +612,12 @@ static uct_iface_ops_t uct_syncmem_iface_ops = {
     .ep_am_short_iov          = uct_syncmem_ep_am_short_iov,
     .ep_am_bcopy              = uct_syncmem_ep_am_bcopy,
     .ep_am_zcopy              = uct_syncmem_ep_am_zcopy,
+    .ep_atomic64_post         = uct_syncmem_ep_atomic64_post,
+    .ep_atomic32_post         = uct_syncmem_ep_atomic32_post,
+    .ep_atomic64_fetch        = uct_syncmem_ep_atomic64_fetch,
+    .ep_atomic32_fetch        = uct_syncmem_ep_atomic32_fetch,
+    .ep_atomic_cswap64        = uct_syncmem_ep_atomic_cswap64,
+    .ep_atomic_cswap32        = uct_syncmem_ep_atomic_cswap32,
     .ep_pending_add           = uct_syncmem_ep_pending_add,
     .ep_pending_purge         = uct_syncmem_ep_pending_purge,
     .ep_flush                 = uct_syncmem_ep_flush,

@@ -1,0 +1,89 @@
+// Fixture for one-sided tests: a sender iface, a receiver iface, an
+// endpoint between them, and registered buffers with unpacked rkeys.
+#ifndef SYNCMEM_TEST_RMA_H_
+#define SYNCMEM_TEST_RMA_H_
+
+#include "syncmem_test.h"
+
+#include <cstring>
+
+class syncmem_rma_test : public syncmem_test {
+protected:
+    struct buffer {
+        std::vector<uint8_t> data;
+        uct_mem_h            memh = nullptr;
+        uct_rkey_bundle_t    rkey = {};
+    };
+
+    void SetUp() override {
+        syncmem_test::SetUp();
+        ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &m_sender));
+        ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &m_receiver));
+        ASSERT_EQ(UCS_OK, uct_iface_query(m_sender, &m_attr));
+        m_ep = connect(m_sender, m_receiver);
+        ASSERT_NE(nullptr, m_ep);
+    }
+
+    void TearDown() override {
+        for (auto &b : m_buffers) {
+            if (b->rkey.rkey != 0) {
+                uct_rkey_release(m_component, &b->rkey);
+            }
+            if (b->memh != nullptr) {
+                uct_md_mem_dereg(m_md, b->memh);
+            }
+        }
+        syncmem_test::TearDown();
+    }
+
+    uct_ep_h connect(uct_iface_h from, uct_iface_h to) {
+        uct_ep_h ep;
+        return (syncmem_test::connect(from, to, &ep) == UCS_OK) ? ep : nullptr;
+    }
+
+    buffer *alloc(size_t size, uint8_t fill,
+                  unsigned access = UCT_MD_MEM_ACCESS_ALL) {
+        m_buffers.emplace_back(new buffer);
+        buffer *b = m_buffers.back().get();
+        b->data.assign(size + 64, fill);
+        EXPECT_EQ(UCS_OK, uct_md_mem_reg(m_md, b->data.data(), b->data.size(),
+                                         access, &b->memh));
+        std::vector<uint8_t> packed(64);
+        EXPECT_EQ(UCS_OK, uct_md_mkey_pack(m_md, b->memh, packed.data()));
+        EXPECT_EQ(UCS_OK, uct_rkey_unpack(m_component, packed.data(), &b->rkey));
+        return b;
+    }
+
+    void progress() {
+        uct_worker_progress(m_worker);
+    }
+
+    // Retries op while it answers NO_RESOURCE, progressing in between.
+    template <typename F> ucs_status_t retry(F op) {
+        ucs_status_t status;
+        while ((status = op()) == UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        return status;
+    }
+
+    void flush(uct_ep_h ep) {
+        uct_completion_t comp = { nullptr, 1, UCS_OK };
+        comp.func = [](uct_completion_t *c) {};
+        ucs_status_t status = retry([&] { return uct_ep_flush(ep, 0, &comp); });
+        if (status == UCS_INPROGRESS) {
+            while (comp.count > 0) {
+                progress();
+            }
+            status = comp.status;
+        }
+        ASSERT_EQ(UCS_OK, status);
+    }
+
+    uct_iface_h                          m_sender, m_receiver;
+    uct_iface_attr_t                     m_attr;
+    uct_ep_h                             m_ep;
+    std::vector<std::unique_ptr<buffer>> m_buffers;
+};
+
+#endif

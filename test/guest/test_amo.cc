@@ -1,0 +1,268 @@
+// Remote atomics: native (64-bit add, cswap) and emulated by CAS (the rest,
+// and everything 32-bit), checked against a reference on real rxe.
+#include "syncmem_rma_test.h"
+
+#include <cstring>
+
+namespace {
+
+const char *op_name(int op)
+{
+    static const char *names[] = {"add", "and", "or", "xor", "swap", "cswap"};
+    return names[op];
+}
+
+template <typename T> T reference(int op, T old, T value, T compare)
+{
+    switch (op) {
+    case UCT_ATOMIC_OP_ADD:  return old + value;
+    case UCT_ATOMIC_OP_AND:  return old & value;
+    case UCT_ATOMIC_OP_OR:   return old | value;
+    case UCT_ATOMIC_OP_XOR:  return old ^ value;
+    case UCT_ATOMIC_OP_SWAP: return value;
+    default:                 return (old == compare) ? value : old;
+    }
+}
+
+} // namespace
+
+class syncmem_amo_test : public syncmem_rma_test {
+protected:
+    // Runs one operation on a word of the remote buffer and waits for it.
+    template <typename T>
+    ucs_status_t run(int op, bool fetch, uint64_t addr, uct_rkey_t rkey,
+                     T value, T compare, T *result) {
+        uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+        ucs_status_t status = retry([&]() -> ucs_status_t {
+            if (op == UCT_ATOMIC_OP_CSWAP) {
+                return (sizeof(T) == 8) ?
+                    uct_ep_atomic_cswap64(m_ep, compare, value, addr, rkey,
+                                          (uint64_t*)result, &comp) :
+                    uct_ep_atomic_cswap32(m_ep, compare, value, addr, rkey,
+                                          (uint32_t*)result, &comp);
+            }
+            if (fetch) {
+                return (sizeof(T) == 8) ?
+                    uct_ep_atomic64_fetch(m_ep, (uct_atomic_op_t)op, value,
+                                          (uint64_t*)result, addr, rkey, &comp) :
+                    uct_ep_atomic32_fetch(m_ep, (uct_atomic_op_t)op, value,
+                                          (uint32_t*)result, addr, rkey, &comp);
+            }
+            return (sizeof(T) == 8) ?
+                uct_ep_atomic64_post(m_ep, (uct_atomic_op_t)op, value, addr, rkey) :
+                uct_ep_atomic32_post(m_ep, (uct_atomic_op_t)op, value, addr, rkey);
+        });
+        if (status == UCS_INPROGRESS) {
+            while (comp.count > 0) {
+                progress();
+            }
+            status = comp.status;
+        }
+        if (status == UCS_OK) {
+            uct_completion_t fcomp = { [](uct_completion_t*) {}, 1, UCS_OK };
+            status = retry([&] { return uct_ep_flush(m_ep, 0, &fcomp); });
+            if (status == UCS_INPROGRESS) {
+                while (fcomp.count > 0) {
+                    progress();
+                }
+                status = fcomp.status;
+            }
+        }
+        return status;
+    }
+
+    template <typename T> void check_all_ops() {
+        const T ones = (T)~(T)0;
+        const T values[][3] = { // initial, operand, compare
+            { 0, 0, 0 }, { 0, 1, 0 }, { ones, 1, ones }, { ones, ones, 5 },
+            { (T)0x0123456789abcdefull, (T)0xf0f0f0f0f0f0f0f0ull,
+              (T)0x0123456789abcdefull },
+            { 5, ones, 6 }, { (T)(ones - 1), 3, 0 } };
+        buffer *mem = alloc(16, 0);
+
+        for (int op = UCT_ATOMIC_OP_ADD; op <= UCT_ATOMIC_OP_CSWAP; ++op) {
+            for (int fetch = 0; fetch <= 1; ++fetch) {
+                if ((op >= UCT_ATOMIC_OP_SWAP) && !fetch) {
+                    continue; // swap and cswap only fetch
+                }
+                for (auto &v : values) {
+                    // both halves of a 64-bit word for 32-bit operations
+                    for (size_t off = 0; off < 8; off += sizeof(T)) {
+                        uint8_t *word = mem->data.data() + 8;
+                        memset(mem->data.data(), 0xa5, 24);
+                        memcpy(word + off, &v[0], sizeof(T));
+                        uint8_t before[24];
+                        memcpy(before, mem->data.data(), 24);
+
+                        T result = (T)0x77;
+                        ASSERT_EQ(UCS_OK,
+                                  run<T>(op, fetch, (uintptr_t)(word + off),
+                                         mem->rkey.rkey, v[1], v[2], &result))
+                                << op_name(op) << sizeof(T) * 8;
+                        T now;
+                        memcpy(&now, word + off, sizeof(T));
+                        EXPECT_EQ(reference<T>(op, v[0], v[1], v[2]), now)
+                                << op_name(op) << sizeof(T) * 8
+                                << (fetch ? " fetch" : " post") << " init "
+                                << (uint64_t)v[0] << " operand "
+                                << (uint64_t)v[1];
+                        if (fetch) {
+                            EXPECT_EQ(v[0], result) << op_name(op);
+                        }
+                        // nothing else changed, the other half included
+                        memcpy(word + off, &v[0], sizeof(T));
+                        memcpy(before + 8 + off, &v[0], sizeof(T));
+                        EXPECT_EQ(0, memcmp(before, mem->data.data(), 24))
+                                << op_name(op) << sizeof(T) * 8 << " off "
+                                << off << ": neighbour changed";
+                    }
+                }
+            }
+        }
+    }
+};
+
+TEST_F(syncmem_amo_test, caps_are_the_whole_set)
+{
+    uint64_t all_ops  = UCS_BIT(UCT_ATOMIC_OP_ADD) | UCS_BIT(UCT_ATOMIC_OP_AND) |
+                        UCS_BIT(UCT_ATOMIC_OP_OR) | UCS_BIT(UCT_ATOMIC_OP_XOR);
+    uint64_t all_fops = all_ops | UCS_BIT(UCT_ATOMIC_OP_SWAP) |
+                        UCS_BIT(UCT_ATOMIC_OP_CSWAP);
+    ASSERT_TRUE(m_attr.cap.flags & UCT_IFACE_FLAG_ATOMIC_DEVICE);
+    EXPECT_EQ(all_ops, m_attr.cap.atomic64.op_flags);
+    EXPECT_EQ(all_ops, m_attr.cap.atomic32.op_flags);
+    EXPECT_EQ(all_fops, m_attr.cap.atomic64.fop_flags);
+    EXPECT_EQ(all_fops, m_attr.cap.atomic32.fop_flags);
+}
+
+TEST_F(syncmem_amo_test, every_op_64)
+{
+    check_all_ops<uint64_t>();
+}
+
+TEST_F(syncmem_amo_test, every_op_32)
+{
+    check_all_ops<uint32_t>();
+}
+
+// Endpoints from several ifaces hammer one word with native fetch-add,
+// emulated 32-bit add and a cswap loop, plus xors that cancel out: the
+// final value is exactly the number of increments.
+TEST_F(syncmem_amo_test, contention_loses_no_update)
+{
+    const int n_eps = 4, rounds = 50;
+    buffer *mem = alloc(8, 0);
+    uint64_t addr = (uintptr_t)mem->data.data();
+    uct_rkey_t rkey = mem->rkey.rkey;
+    std::vector<uct_ep_h> eps;
+    for (int i = 0; i < n_eps; ++i) {
+        uct_iface_h iface;
+        ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface));
+        eps.push_back(connect(iface, m_receiver));
+    }
+
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    std::vector<uint64_t> results(n_eps * rounds * 3);
+    uint64_t expected = 0;
+    size_t r = 0;
+
+    for (int round = 0; round < rounds; ++round) {
+        for (int e = 0; e < n_eps; ++e) {
+            uct_ep_h ep = eps[e];
+            ++comp.count;
+            ASSERT_EQ(UCS_INPROGRESS, retry([&] {
+                return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1,
+                                             &results[r], addr, rkey, &comp);
+            }));
+            ++r;
+            ASSERT_EQ(UCS_OK, retry([&] {
+                return uct_ep_atomic32_post(ep, UCT_ATOMIC_OP_ADD, 2, addr,
+                                            rkey);
+            }));
+            ASSERT_EQ(UCS_OK, retry([&] {
+                return uct_ep_atomic64_post(ep, UCT_ATOMIC_OP_XOR,
+                                            0xff00000000ull, addr, rkey);
+            }));
+            ASSERT_EQ(UCS_OK, retry([&] {
+                return uct_ep_atomic64_post(ep, UCT_ATOMIC_OP_XOR,
+                                            0xff00000000ull, addr, rkey);
+            }));
+            expected += 3;
+        }
+    }
+    --comp.count;
+    while (comp.count > 0) {
+        progress();
+    }
+    ASSERT_EQ(UCS_OK, comp.status);
+    for (uct_ep_h ep : eps) {
+        flush(ep);
+    }
+
+    uint64_t now;
+    memcpy(&now, mem->data.data(), 8);
+    EXPECT_EQ(expected, now);
+
+    // a cswap increment loop from every endpoint on top
+    for (int e = 0; e < n_eps; ++e) {
+        for (int i = 0; i < 20; ++i) {
+            uint64_t seen = now, got;
+            do {
+                uct_completion_t c = { [](uct_completion_t*) {}, 1, UCS_OK };
+                ASSERT_EQ(UCS_INPROGRESS, retry([&] {
+                    return uct_ep_atomic_cswap64(eps[e], seen, seen + 1, addr,
+                                                 rkey, &got, &c);
+                }));
+                while (c.count > 0) {
+                    progress();
+                }
+                if (got == seen) {
+                    break;
+                }
+                seen = got;
+            } while (true);
+            now = seen + 1;
+        }
+    }
+    memcpy(&now, mem->data.data(), 8);
+    EXPECT_EQ(expected + n_eps * 20, now);
+}
+
+TEST_F(syncmem_amo_test, misaligned_address_is_refused)
+{
+    buffer *mem = alloc(16, 0);
+    uint64_t result;
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_atomic64_fetch(m_ep, UCT_ATOMIC_OP_ADD, 1, &result,
+                                    (uintptr_t)mem->data.data() + 4,
+                                    mem->rkey.rkey, &comp));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_ep_atomic32_post(m_ep, UCT_ATOMIC_OP_ADD, 1,
+                                   (uintptr_t)mem->data.data() + 2,
+                                   mem->rkey.rkey));
+}
+
+TEST_F(syncmem_amo_test, rkey_without_atomic_access_fails)
+{
+    buffer *mem = alloc(8, 0, UCT_MD_MEM_ACCESS_REMOTE_PUT |
+                              UCT_MD_MEM_ACCESS_REMOTE_GET);
+    uint64_t result = 0;
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              run<uint64_t>(UCT_ATOMIC_OP_ADD, true,
+                            (uintptr_t)mem->data.data(), mem->rkey.rkey, 1, 0,
+                            &result));
+    ASSERT_EQ(1u, m_errors.size());
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, m_errors[0].second);
+}
+
+TEST_F(syncmem_amo_test, outside_registration_fails)
+{
+    buffer *mem = alloc(8, 0);
+    uint32_t result = 0;
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              run<uint32_t>(UCT_ATOMIC_OP_XOR, true,
+                            (uintptr_t)mem->data.data() + mem->data.size() + 64,
+                            mem->rkey.rkey, 1, 0, &result));
+}

@@ -1,0 +1,303 @@
+/*
+ * syncmem - remote atomics: the whole UCT set, 32 and 64 bit.
+ *
+ * Native on the HCA: 64-bit add, fetch-add and compare-swap
+ * (IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_ATOMIC_CMP_AND_SWP).
+ *
+ * Emulated by the initiator with compare-and-swap: and, or, xor, swap and
+ * their fetching forms, and every 32-bit operation. The first CAS guesses
+ * 0 (if the word is 0 the operation is done in one step; otherwise the CAS
+ * changes nothing and returns the value), then CAS(seen -> op(seen)) until
+ * it takes. Each step is an HCA atomic, so emulated operations are atomic
+ * against every other syncmem atomic on that word, native or emulated.
+ * Like all IB atomics, they are NOT atomic against CPU stores or atomics on
+ * the target, nor against other transports.
+ *
+ * 32-bit operations work on the naturally aligned 64-bit word that holds
+ * them and leave its other half as they found it. The registration must
+ * cover that whole word; if it does not, the HCA refuses the access and the
+ * endpoint fails with UCS_ERR_INVALID_ADDR. Concurrent CPU stores to the
+ * other half may be lost (a CAS may write back a stale copy of it).
+ *
+ * An emulated operation is a small state machine driven by its own
+ * completions: never a wait inside a post call, many in flight per
+ * endpoint, and flush waits for them (ep->amo_inflight).
+ */
+#include "syncmem.h"
+#include "syncmem_tx.inl"
+
+#include <string.h>
+
+/* State of one atomic, kept in its bounce buffer behind the 8 bytes the
+ * HCA writes the old value into. */
+typedef struct uct_syncmem_amo {
+    uint64_t          fetched;      /* written by the HCA */
+    uct_syncmem_ep_t  *ep;
+    uint64_t          remote_addr;  /* of the 64-bit word */
+    uct_rkey_t        rkey;
+    uint64_t          guess;        /* what we believe the word holds */
+    uint64_t          value;        /* operand */
+    uint64_t          compare;      /* cswap32 */
+    void              *result;      /* user's, or NULL */
+    uint8_t           opcode;       /* uct_atomic_op_t, or CSWAP */
+    uint8_t           size;         /* 4 or 8 */
+    uint8_t           shift;        /* bit offset of a 32-bit value */
+    uint8_t           emulated;
+} uct_syncmem_amo_t;
+
+
+static UCS_F_ALWAYS_INLINE uct_syncmem_amo_t *
+uct_syncmem_amo_of(uct_syncmem_desc_t *desc)
+{
+    return uct_syncmem_desc_data(desc);
+}
+
+/* The operand's part of a 64-bit word. */
+static UCS_F_ALWAYS_INLINE uint64_t
+uct_syncmem_amo_part(const uct_syncmem_amo_t *amo, uint64_t word)
+{
+    return (amo->size == 8) ? word : (uint32_t)(word >> amo->shift);
+}
+
+/* What the word becomes when the operation applies to it. */
+static uint64_t uct_syncmem_amo_apply(const uct_syncmem_amo_t *amo,
+                                      uint64_t word)
+{
+    uint64_t mask = (amo->size == 8) ? UINT64_MAX :
+                    ((uint64_t)UINT32_MAX << amo->shift);
+    uint64_t old  = uct_syncmem_amo_part(amo, word), new_part;
+
+    switch (amo->opcode) {
+    case UCT_ATOMIC_OP_ADD:   new_part = old + amo->value; break;
+    case UCT_ATOMIC_OP_AND:   new_part = old & amo->value; break;
+    case UCT_ATOMIC_OP_OR:    new_part = old | amo->value; break;
+    case UCT_ATOMIC_OP_XOR:   new_part = old ^ amo->value; break;
+    case UCT_ATOMIC_OP_SWAP:  new_part = amo->value;       break;
+    default: /* CSWAP */
+        new_part = (old == amo->compare) ? amo->value : old;
+        break;
+    }
+
+    if (amo->size == 4) {
+        new_part = ((uint64_t)(uint32_t)new_part) << amo->shift;
+    }
+    return (word & ~mask) | (new_part & mask);
+}
+
+static ucs_status_t uct_syncmem_amo_post_wr(uct_syncmem_iface_t *iface,
+                                            uct_syncmem_desc_t *desc,
+                                            enum ibv_wr_opcode opcode,
+                                            uint64_t compare_add,
+                                            uint64_t swap, int signal)
+{
+    uct_syncmem_amo_t *amo = uct_syncmem_amo_of(desc);
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+
+    sge.addr                  = (uintptr_t)&amo->fetched;
+    sge.length                = sizeof(uint64_t);
+    sge.lkey                  = desc->lkey;
+    wr.opcode                 = opcode;
+    wr.send_flags             = 0;
+    wr.sg_list                = &sge;
+    wr.num_sge                = 1;
+    wr.wr.atomic.remote_addr  = amo->remote_addr;
+    wr.wr.atomic.rkey         = (uint32_t)amo->rkey;
+    wr.wr.atomic.compare_add  = compare_add;
+    wr.wr.atomic.swap         = swap;
+    return uct_syncmem_ep_post(iface, amo->ep, &wr, &desc->super, signal);
+}
+
+static void uct_syncmem_amo_finish(uct_syncmem_desc_t *desc,
+                                   ucs_status_t status, uint64_t old)
+{
+    uct_syncmem_amo_t *amo = uct_syncmem_amo_of(desc);
+
+    if ((status == UCS_OK) && (amo->result != NULL)) {
+        if (amo->size == 8) {
+            *(uint64_t*)amo->result = old;
+        } else {
+            *(uint32_t*)amo->result = (uint32_t)old;
+        }
+    }
+    if (amo->emulated) {
+        --amo->ep->amo_inflight;
+    }
+    if (desc->super.comp != NULL) {
+        uct_invoke_completion(desc->super.comp, status);
+    }
+    ucs_mpool_put(desc);
+}
+
+/* A compare-and-swap step of an emulated operation completed. */
+static void uct_syncmem_amo_cas_done(uct_syncmem_op_t *op, ucs_status_t status)
+{
+    uct_syncmem_desc_t *desc   = ucs_derived_of(op, uct_syncmem_desc_t);
+    uct_syncmem_amo_t *amo     = uct_syncmem_amo_of(desc);
+    uct_syncmem_iface_t *iface = ucs_derived_of(amo->ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uint64_t seen              = amo->fetched;
+    uint64_t next;
+
+    if (status != UCS_OK) {
+        uct_syncmem_amo_finish(desc, status, 0);
+        return;
+    }
+
+    if (seen == amo->guess) {
+        /* it took: the word was 'seen' and is now op(seen) */
+        uct_syncmem_amo_finish(desc, UCS_OK, uct_syncmem_amo_part(amo, seen));
+        return;
+    }
+
+    /* someone else's value: try again from it. The completion that got
+     * us here gave back a send slot, so the retry always has one. */
+    amo->guess = seen;
+    next       = uct_syncmem_amo_apply(amo, seen);
+    if (next == seen) {
+        /* nothing to write (e.g. a failed compare): the fetch is the answer */
+        uct_syncmem_amo_finish(desc, UCS_OK, uct_syncmem_amo_part(amo, seen));
+        return;
+    }
+
+    status = uct_syncmem_amo_post_wr(iface, desc, IBV_WR_ATOMIC_CMP_AND_SWP,
+                                     seen, next, 1);
+    if (status != UCS_OK) {
+        uct_syncmem_amo_finish(desc, status, 0);
+    }
+}
+
+/* A native fetch-add or compare-swap completed. */
+static void uct_syncmem_amo_native_done(uct_syncmem_op_t *op,
+                                        ucs_status_t status)
+{
+    uct_syncmem_desc_t *desc = ucs_derived_of(op, uct_syncmem_desc_t);
+
+    uct_syncmem_amo_finish(desc, status, uct_syncmem_amo_of(desc)->fetched);
+}
+
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_amo_start(uct_ep_h tl_ep, unsigned opcode, unsigned size,
+                      uint64_t value, uint64_t compare, uint64_t remote_addr,
+                      uct_rkey_t rkey, void *result, uct_completion_t *comp)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    int native                 = (size == 8) &&
+                                 ((opcode == UCT_ATOMIC_OP_ADD) ||
+                                  (opcode == UCT_ATOMIC_OP_CSWAP));
+    uct_syncmem_desc_t *desc;
+    uct_syncmem_amo_t *amo;
+    ucs_status_t status;
+    uint64_t first;
+
+    UCT_CHECK_PARAM(!(remote_addr & (size - 1)),
+                    "syncmem: atomic address 0x%" PRIx64 " is not aligned to"
+                    " %u bytes", remote_addr, size);
+    status = uct_syncmem_ep_check_tx(iface, ep);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    desc = uct_syncmem_desc_get(iface, native ? uct_syncmem_amo_native_done :
+                                               uct_syncmem_amo_cas_done);
+    if (ucs_unlikely(desc == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+
+    desc->super.comp = comp;
+    amo              = uct_syncmem_amo_of(desc);
+    amo->ep          = ep;
+    amo->remote_addr = remote_addr & ~(uint64_t)7;
+    amo->rkey        = rkey;
+    amo->value       = value;
+    amo->compare     = compare;
+    amo->result      = result;
+    amo->opcode      = opcode;
+    amo->size        = size;
+    amo->shift       = (remote_addr & 4) * 8; /* little-endian halves */
+    amo->emulated    = !native;
+
+    if (native) {
+        status = (opcode == UCT_ATOMIC_OP_ADD) ?
+                 uct_syncmem_amo_post_wr(iface, desc,
+                                         IBV_WR_ATOMIC_FETCH_AND_ADD, value, 0,
+                                         comp != NULL) :
+                 uct_syncmem_amo_post_wr(iface, desc,
+                                         IBV_WR_ATOMIC_CMP_AND_SWP, compare,
+                                         value, 1);
+    } else {
+        /* guess 0: done in one step if right, a pure read if not */
+        amo->guess = 0;
+        first      = uct_syncmem_amo_apply(amo, 0);
+        status     = uct_syncmem_amo_post_wr(iface, desc,
+                                             IBV_WR_ATOMIC_CMP_AND_SWP, 0,
+                                             first, 1);
+        if (status == UCS_OK) {
+            ++ep->amo_inflight;
+        }
+    }
+
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put(desc);
+        return status;
+    }
+
+    UCT_TL_EP_STAT_ATOMIC(&ep->super);
+    return (comp != NULL) || (result != NULL) ? UCS_INPROGRESS : UCS_OK;
+}
+
+ucs_status_t uct_syncmem_ep_atomic64_post(uct_ep_h ep, unsigned opcode,
+                                          uint64_t value, uint64_t remote_addr,
+                                          uct_rkey_t rkey)
+{
+    return uct_syncmem_amo_start(ep, opcode, 8, value, 0, remote_addr, rkey,
+                                 NULL, NULL);
+}
+
+ucs_status_t uct_syncmem_ep_atomic32_post(uct_ep_h ep, unsigned opcode,
+                                          uint32_t value, uint64_t remote_addr,
+                                          uct_rkey_t rkey)
+{
+    return uct_syncmem_amo_start(ep, opcode, 4, value, 0, remote_addr, rkey,
+                                 NULL, NULL);
+}
+
+ucs_status_t uct_syncmem_ep_atomic64_fetch(uct_ep_h ep, uct_atomic_op_t opcode,
+                                           uint64_t value, uint64_t *result,
+                                           uint64_t remote_addr,
+                                           uct_rkey_t rkey,
+                                           uct_completion_t *comp)
+{
+    return uct_syncmem_amo_start(ep, opcode, 8, value, 0, remote_addr, rkey,
+                                 result, comp);
+}
+
+ucs_status_t uct_syncmem_ep_atomic32_fetch(uct_ep_h ep, uct_atomic_op_t opcode,
+                                           uint32_t value, uint32_t *result,
+                                           uint64_t remote_addr,
+                                           uct_rkey_t rkey,
+                                           uct_completion_t *comp)
+{
+    return uct_syncmem_amo_start(ep, opcode, 4, value, 0, remote_addr, rkey,
+                                 result, comp);
+}
+
+ucs_status_t uct_syncmem_ep_atomic_cswap64(uct_ep_h ep, uint64_t compare,
+                                           uint64_t swap, uint64_t remote_addr,
+                                           uct_rkey_t rkey, uint64_t *result,
+                                           uct_completion_t *comp)
+{
+    return uct_syncmem_amo_start(ep, UCT_ATOMIC_OP_CSWAP, 8, swap, compare,
+                                 remote_addr, rkey, result, comp);
+}
+
+ucs_status_t uct_syncmem_ep_atomic_cswap32(uct_ep_h ep, uint32_t compare,
+                                           uint32_t swap, uint64_t remote_addr,
+                                           uct_rkey_t rkey, uint32_t *result,
+                                           uct_completion_t *comp)
+{
+    return uct_syncmem_amo_start(ep, UCT_ATOMIC_OP_CSWAP, 4, swap, compare,
+                                 remote_addr, rkey, result, comp);
+}
