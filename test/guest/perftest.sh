@@ -29,19 +29,16 @@ pair am_lat_short    -- -x syncmem -d "$dev" -t am_lat  -D short -s 8     -n 200
 pair am_bw_bcopy     -- -x syncmem -d "$dev" -t am_bw   -D bcopy -s 4096  -n 2000
 pair am_bw_zcopy     -- -x syncmem -d "$dev" -t am_bw   -D zcopy -s 8192  -n 1000
 
-# UCP with syncmem alone (no ud_verbs, no tcp). At info level UCP prints
-# the transports of each endpoint configuration ("ep_cfg[0]: tag(syncmem/
-# rxe0:1) ..."): there must be some, and all must be syncmem.
+pair add_lat         -- -x syncmem -d "$dev" -t add_lat -n 1000
+pair add_mr          -- -x syncmem -d "$dev" -t add_mr  -n 1000
+pair fadd            -- -x syncmem -d "$dev" -t fadd    -n 1000
+pair swap            -- -x syncmem -d "$dev" -t swap    -n 1000
+pair cswap           -- -x syncmem -d "$dev" -t cswap   -n 1000
+
+# UCP with syncmem alone: no ud_verbs, no tcp.
 ucp() {
     name=$1; shift
-    pair "$name" --env UCX_TLS=syncmem --env UCX_NET_DEVICES="$dev" \
-        --env UCX_LOG_LEVEL=info -- "$@"
-    lanes=$(echo "$out" | grep 'ep_cfg\[')
-    if [ -z "$lanes" ] ||
-       echo "$lanes" | grep -oE '\([a-z0-9_]+/' | grep -v '^(syncmem/' | grep -q .; then
-        echo "FAIL perftest $name: lanes not all on syncmem: ${lanes:-none reported}"
-        failed=1
-    fi
+    pair "$name" --env UCX_TLS=syncmem --env UCX_NET_DEVICES="$dev" -- "$@"
 }
 
 ucp ucp_put_lat -t ucp_put_lat -s 8       -n 1000
@@ -51,4 +48,32 @@ ucp tag_lat     -t tag_lat     -s 8       -n 1000
 ucp tag_bw_1m   -t tag_bw      -s 1048576 -n 30
 ucp stream_bw   -t stream_bw   -s 65536   -n 200
 ucp ucp_am_bw   -t ucp_am_bw   -s 65536   -n 200
+ucp ucp_add     -t ucp_add                -n 1000
+ucp ucp_fadd    -t ucp_fadd               -n 1000
+ucp ucp_swap    -t ucp_swap               -n 1000
+ucp ucp_cswap   -t ucp_cswap              -n 1000
+
+# What UCP chooses with UCX_TLS=syncmem, per feature set: its lanes
+# ("lane[0]: 0:syncmem/rxe0:1.0 ... amo#0") and, where it prints one, its
+# summary ("ep_cfg[0]: tag(syncmem/rxe0:1)"). Everything must be on
+# syncmem, and atomics on an 'amo' lane (device atomics), not emulated
+# with active messages.
+lanes() {
+    features=$1 want=$2
+    out=$(UCX_TLS=syncmem UCX_NET_DEVICES="$dev" UCX_LOG_LEVEL=info \
+          "$top/contrib/syncmem-run" ucx_info -e -u "$features" -n 1 -P inter \
+          2>&1 | grep -oE '(ep_cfg|lane)\[.*' | tr -s ' ')
+    if [ -z "$out" ] || ! echo "$out" | grep -q -- "$want" ||
+       echo "$out" | grep -oE '([0-9]:|\()[a-z0-9_]+/' | grep -qv 'syncmem/'; then
+        echo "FAIL lanes -u $features: want '$want', all on syncmem: ${out:-nothing reported}"
+        failed=1
+    else
+        echo "PASS lanes -u $features: $(echo "$out" | paste -sd';')"
+    fi
+}
+
+lanes t 'tag(syncmem/'
+lanes r 'rma(syncmem/'
+lanes a 'amo#'
+lanes m 'am(syncmem/'
 exit $failed
