@@ -274,4 +274,48 @@ ucs_arbiter_cb_result_t uct_syncmem_ep_pending_dispatch(ucs_arbiter_t *arbiter,
                                                         ucs_arbiter_elem_t *elem,
                                                         void *arg);
 
+/* Endpoint operations, one file per concern: syncmem_rma.c, syncmem_am.c,
+ * syncmem_amo.c, syncmem_ep.c. */
+ucs_status_t uct_syncmem_ep_put_short(uct_ep_h, const void*, unsigned,
+                                      uint64_t, uct_rkey_t);
+ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h, uct_pack_callback_t, void*,
+                                 uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_put_zcopy(uct_ep_h, const uct_iov_t*, size_t,
+                                      uint64_t, uct_rkey_t, uct_completion_t*);
+ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h, uct_unpack_callback_t, void*,
+                                      size_t, uint64_t, uct_rkey_t,
+                                      uct_completion_t*);
+ucs_status_t uct_syncmem_ep_get_zcopy(uct_ep_h, const uct_iov_t*, size_t,
+                                      uint64_t, uct_rkey_t, uct_completion_t*);
+ucs_status_t uct_syncmem_ep_am_short(uct_ep_h, uint8_t, uint64_t, const void*,
+                                     unsigned);
+ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h, uint8_t, const uct_iov_t*,
+                                         size_t);
+ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h, uint8_t, uct_pack_callback_t, void*,
+                                unsigned);
+ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h, uint8_t, const void*, unsigned,
+                                     const uct_iov_t*, size_t, unsigned,
+                                     uct_completion_t*);
+ucs_status_t uct_syncmem_ep_atomic64_post(uct_ep_h, unsigned, uint64_t,
+                                          uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_atomic32_post(uct_ep_h, unsigned, uint32_t,
+                                          uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_atomic64_fetch(uct_ep_h, uct_atomic_op_t, uint64_t,
+                                           uint64_t*, uint64_t, uct_rkey_t,
+                                           uct_completion_t*);
+ucs_status_t uct_syncmem_ep_atomic32_fetch(uct_ep_h, uct_atomic_op_t, uint32_t,
+                                           uint32_t*, uint64_t, uct_rkey_t,
+                                           uct_completion_t*);
+ucs_status_t uct_syncmem_ep_atomic_cswap64(uct_ep_h, uint64_t, uint64_t,
+                                           uint64_t, uct_rkey_t, uint64_t*,
+                                           uct_completion_t*);
+ucs_status_t uct_syncmem_ep_atomic_cswap32(uct_ep_h, uint32_t, uint32_t,
+                                           uint64_t, uct_rkey_t, uint32_t*,
+                                           uct_completion_t*);
+ucs_status_t uct_syncmem_ep_flush(uct_ep_h, unsigned, uct_completion_t*);
+ucs_status_t uct_syncmem_ep_fence(uct_ep_h, unsigned);
+ucs_status_t uct_syncmem_ep_pending_add(uct_ep_h, uct_pending_req_t*, unsigned);
+void uct_syncmem_ep_pending_purge(uct_ep_h, uct_pending_purge_callback_t,
+                                  void*);
+
 #endif
