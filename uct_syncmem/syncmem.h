@@ -181,6 +181,9 @@ struct uct_syncmem_iface {
     uct_syncmem_port_t port;
     uint64_t           id;        /* tells our own iface address from others */
     struct ibv_cq      *cq;       /* send completions of every RC QP */
+    struct ibv_comp_channel *channel; /* wakes users of the event fd */
+    struct ibv_wc      stash[2];  /* found while arming; see syncmem_event.c */
+    uint8_t            stashed;   /* UCS_BIT(UCT_SYNCMEM_DIR_*) */
     ucs_list_link_t    eps;
     khash_t(uct_syncmem_qp_eps) qp_eps;
     ucs_arbiter_t      arbiter;   /* endpoints with pending requests */
@@ -254,7 +257,22 @@ ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep);
 void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep);
 unsigned uct_syncmem_cm_progress(uct_syncmem_iface_t *iface);
 
+enum {
+    UCT_SYNCMEM_DIR_TX,
+    UCT_SYNCMEM_DIR_RX
+};
+
+/* syncmem_iface.c */
+void uct_syncmem_tx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc);
+
+/* syncmem_event.c */
+ucs_status_t uct_syncmem_iface_event_init(uct_syncmem_iface_t *iface);
+ucs_status_t uct_syncmem_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p);
+ucs_status_t uct_syncmem_iface_event_arm(uct_iface_h tl_iface, unsigned events);
+unsigned uct_syncmem_iface_unstash(uct_syncmem_iface_t *iface);
+
 /* syncmem_am.c */
+void uct_syncmem_rx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc);
 ucs_status_t uct_syncmem_rx_init(uct_syncmem_iface_t *iface,
                                  const uct_iface_params_t *params,
                                  const uct_syncmem_iface_config_t *config);
@@ -313,6 +331,7 @@ ucs_status_t uct_syncmem_ep_atomic_cswap32(uct_ep_h, uint32_t, uint32_t,
                                            uint64_t, uct_rkey_t, uint32_t*,
                                            uct_completion_t*);
 ucs_status_t uct_syncmem_ep_flush(uct_ep_h, unsigned, uct_completion_t*);
+ucs_status_t uct_syncmem_ep_check(uct_ep_h, unsigned, uct_completion_t*);
 ucs_status_t uct_syncmem_ep_fence(uct_ep_h, unsigned);
 ucs_status_t uct_syncmem_ep_pending_add(uct_ep_h, uct_pending_req_t*, unsigned);
 void uct_syncmem_ep_pending_purge(uct_ep_h, uct_pending_purge_callback_t,

@@ -86,40 +86,43 @@ unsigned uct_syncmem_rx_post(uct_syncmem_iface_t *iface, unsigned max)
     return count;
 }
 
+/* One receive completion: hand the message to its handler. */
+void uct_syncmem_rx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
+{
+    uct_syncmem_rx_desc_t *desc = (uct_syncmem_rx_desc_t*)wc->wr_id;
+    ucs_status_t status;
+
+    ++iface->rx.available;
+    if (ucs_unlikely((wc->status != IBV_WC_SUCCESS) ||
+                     !(wc->wc_flags & IBV_WC_WITH_IMM))) {
+        if (wc->status != IBV_WC_WR_FLUSH_ERR) {
+            ucs_diag("syncmem: receive on QP 0x%x failed: %s", wc->qp_num,
+                     ibv_wc_status_str(wc->status));
+        }
+        ucs_mpool_put_inline(desc);
+        return;
+    }
+
+    status = uct_iface_invoke_am(&iface->super, ntohl(wc->imm_data),
+                                 uct_syncmem_rx_data(iface, desc),
+                                 wc->byte_len, UCT_CB_PARAM_FLAG_DESC);
+    if (status == UCS_OK) {
+        ucs_mpool_put_inline(desc);
+    } else {
+        /* the user keeps it; uct_iface_release_desc finds us here */
+        uct_recv_desc(UCS_PTR_BYTE_OFFSET(desc, iface->rx.headroom_offset)) =
+                &iface->rx.release_desc;
+    }
+}
+
 unsigned uct_syncmem_rx_progress(uct_syncmem_iface_t *iface)
 {
     struct ibv_wc wc[16];
-    uct_syncmem_rx_desc_t *desc;
-    ucs_status_t status;
-    void *data;
     int i, n;
 
     n = ibv_poll_cq(iface->rx.cq, ucs_static_array_size(wc), wc);
     for (i = 0; i < n; ++i) {
-        desc = (uct_syncmem_rx_desc_t*)wc[i].wr_id;
-        ++iface->rx.available;
-
-        if (ucs_unlikely((wc[i].status != IBV_WC_SUCCESS) ||
-                         !(wc[i].wc_flags & IBV_WC_WITH_IMM))) {
-            if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
-                ucs_diag("syncmem: receive on QP 0x%x failed: %s",
-                         wc[i].qp_num, ibv_wc_status_str(wc[i].status));
-            }
-            ucs_mpool_put_inline(desc);
-            continue;
-        }
-
-        data   = uct_syncmem_rx_data(iface, desc);
-        status = uct_iface_invoke_am(&iface->super, ntohl(wc[i].imm_data),
-                                     data, wc[i].byte_len,
-                                     UCT_CB_PARAM_FLAG_DESC);
-        if (status == UCS_OK) {
-            ucs_mpool_put_inline(desc);
-        } else {
-            /* the user keeps it; uct_iface_release_desc finds us here */
-            uct_recv_desc(UCS_PTR_BYTE_OFFSET(desc, iface->rx.headroom_offset)) =
-                    &iface->rx.release_desc;
-        }
+        uct_syncmem_rx_handle(iface, &wc[i]);
     }
 
     if (iface->rx.available >= iface->rx.batch) {
@@ -168,7 +171,8 @@ ucs_status_t uct_syncmem_rx_init(uct_syncmem_iface_t *iface,
         return status;
     }
 
-    iface->rx.cq = ibv_create_cq(md->ctx, iface->rx.queue_len, NULL, NULL, 0);
+    iface->rx.cq = ibv_create_cq(md->ctx, iface->rx.queue_len, NULL,
+                                 iface->channel, 0);
     if (iface->rx.cq == NULL) {
         ucs_error("syncmem: ibv_create_cq(%u) for receives on %s failed: %m;"
                   " lower UCX_SYNCMEM_RX_QUEUE_LEN", iface->rx.queue_len,

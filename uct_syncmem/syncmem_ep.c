@@ -299,6 +299,32 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
     return UCS_INPROGRESS;
 }
 
+/*
+ * Keepalive: is the peer still there? With requests in flight the answer
+ * comes anyway; otherwise send an empty write. If the peer process died,
+ * its QP is gone, the write is never acknowledged, and after the RC retries
+ * (UCX_SYNCMEM_RC_TIMEOUT * (RC_RETRY_COUNT + 1)) the endpoint fails with
+ * UCS_ERR_ENDPOINT_TIMEOUT through the iface error handler.
+ */
+ucs_status_t uct_syncmem_ep_check(uct_ep_h tl_ep, unsigned flags,
+                                  uct_completion_t *comp)
+{
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
+    struct ibv_send_wr wr;
+
+    if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
+        uct_syncmem_ep_has_outstanding(iface, ep) ||
+        !uct_syncmem_ep_has_tx_res(iface, ep)) {
+        return UCS_OK; /* failing, connecting, or already being checked */
+    }
+
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    return uct_syncmem_ep_post(iface, ep, &wr, NULL, 1);
+}
+
 ucs_status_t uct_syncmem_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
     uct_syncmem_ep_t *ep = ucs_derived_of(tl_ep, uct_syncmem_ep_t);

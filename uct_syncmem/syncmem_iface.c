@@ -105,47 +105,57 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
 };
 
 
+/* One send completion: retire the endpoint's requests up to it. */
+void uct_syncmem_tx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
+{
+    uct_syncmem_ep_t *ep;
+    ucs_status_t status;
+    khiter_t it;
+
+    it = kh_get(uct_syncmem_qp_eps, &iface->qp_eps, wc->qp_num);
+    if (ucs_unlikely(it == kh_end(&iface->qp_eps))) {
+        return; /* its endpoint was destroyed */
+    }
+    ep = kh_value(&iface->qp_eps, it);
+
+    if (ucs_likely(wc->status == IBV_WC_SUCCESS)) {
+        uct_syncmem_ep_tx_completed(ep, wc->wr_id, UCS_OK);
+        return;
+    }
+
+    /* After the first error the QP flushes the rest: report the cause (or
+     * the cancel) to every op, and the error to the user once. */
+    status = (ep->state == UCT_SYNCMEM_EP_FAILED) ? ep->status :
+             uct_syncmem_wc_status(wc->status);
+    uct_syncmem_ep_tx_completed(ep, wc->wr_id, status);
+    if (ep->state != UCT_SYNCMEM_EP_FAILED) {
+        ucs_log(iface->super.config.failure_level,
+                "syncmem: ep %p QP 0x%x to iface 0x%" PRIx64 ": %s (vendor"
+                " error 0x%x)", ep, wc->qp_num, ep->cm.peer_iface_id,
+                ibv_wc_status_str(wc->status), wc->vendor_err);
+        uct_syncmem_ep_set_failed(ep, status);
+    }
+}
+
 static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
     struct ibv_wc wc[16];
-    uct_syncmem_ep_t *ep;
-    ucs_status_t status;
-    unsigned count;
-    khiter_t it;
+    unsigned count = 0;
     int i, n;
 
-    count = uct_syncmem_rx_progress(iface);
+    if (ucs_unlikely(iface->stashed)) {
+        count += uct_syncmem_iface_unstash(iface);
+    }
+
+    count += uct_syncmem_rx_progress(iface);
 
     n = ibv_poll_cq(iface->cq, ucs_static_array_size(wc), wc);
     for (i = 0; i < n; ++i) {
-        it = kh_get(uct_syncmem_qp_eps, &iface->qp_eps, wc[i].qp_num);
-        if (ucs_unlikely(it == kh_end(&iface->qp_eps))) {
-            continue; /* its endpoint was destroyed */
-        }
-        ep = kh_value(&iface->qp_eps, it);
-
-        if (ucs_likely(wc[i].status == IBV_WC_SUCCESS)) {
-            uct_syncmem_ep_tx_completed(ep, wc[i].wr_id, UCS_OK);
-            continue;
-        }
-
-        /* After the first error the QP flushes the rest: report the cause
-         * (or the cancel) to every op, and the error to the user once. */
-        status = (ep->state == UCT_SYNCMEM_EP_FAILED) ? ep->status :
-                 uct_syncmem_wc_status(wc[i].status);
-        uct_syncmem_ep_tx_completed(ep, wc[i].wr_id, status);
-        if (ep->state != UCT_SYNCMEM_EP_FAILED) {
-            ucs_log(iface->super.config.failure_level,
-                    "syncmem: ep %p QP 0x%x to iface 0x%" PRIx64 ": %s"
-                    " (vendor error 0x%x)", ep, wc[i].qp_num,
-                    ep->cm.peer_iface_id, ibv_wc_status_str(wc[i].status),
-                    wc[i].vendor_err);
-            uct_syncmem_ep_set_failed(ep, status);
-        }
+        uct_syncmem_tx_handle(iface, &wc[i]);
     }
-
     count += ucs_max(n, 0);
+
     /* CM events that found the async lock taken wait for us */
     ucs_async_check_miss(iface->super.worker->async);
     if (ucs_unlikely(iface->cm.connecting > 0)) {
@@ -250,14 +260,18 @@ static ucs_status_t uct_syncmem_iface_query(uct_iface_h tl_iface,
                             UCT_IFACE_FLAG_GET_BCOPY |
                             UCT_IFACE_FLAG_GET_ZCOPY |
                             UCT_IFACE_FLAG_PENDING |
-                            UCT_IFACE_FLAG_CB_SYNC;
+                            UCT_IFACE_FLAG_CB_SYNC |
+                            UCT_IFACE_FLAG_EP_CHECK |
+                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE;
     if (iface->config.max_inline > 0) {
         attr->cap.flags  |= UCT_IFACE_FLAG_PUT_SHORT;
     }
     if (iface->config.max_inline >= sizeof(uint64_t)) {
         attr->cap.flags  |= UCT_IFACE_FLAG_AM_SHORT;
     }
-    attr->cap.event_flags = 0;
+    attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                            UCT_IFACE_FLAG_EVENT_RECV |
+                            UCT_IFACE_FLAG_EVENT_FD;
 
     if (ucs_derived_of(iface->super.md, uct_syncmem_md_t)->dev_attr.atomic_cap !=
         IBV_ATOMIC_NONE) {
@@ -466,12 +480,18 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     kh_init_inplace(uct_syncmem_qp_eps, &self->qp_eps);
     ucs_arbiter_init(&self->arbiter);
 
-    self->cq = ibv_create_cq(md->ctx, config->tx_cq_len, NULL, NULL, 0);
+    status = uct_syncmem_iface_event_init(self);
+    if (status != UCS_OK) {
+        goto err;
+    }
+
+    self->cq = ibv_create_cq(md->ctx, config->tx_cq_len, NULL, self->channel,
+                             0);
     if (self->cq == NULL) {
         ucs_error("syncmem: ibv_create_cq(%u) on %s failed: %m; lower"
                   " UCX_SYNCMEM_TX_CQ_LEN", config->tx_cq_len, md->name);
         status = UCS_ERR_IO_ERROR;
-        goto err;
+        goto err_channel;
     }
     self->cq_available = config->tx_cq_len;
 
@@ -527,6 +547,8 @@ err_rx:
     uct_syncmem_rx_cleanup(self);
 err_cq:
     ibv_destroy_cq(self->cq);
+err_channel:
+    ibv_destroy_comp_channel(self->channel);
 err:
     ucs_arbiter_cleanup(&self->arbiter);
     kh_destroy_inplace(uct_syncmem_qp_eps, &self->qp_eps);
@@ -548,6 +570,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_iface_t)
     ucs_mpool_cleanup(&self->op_mp, 1);
     uct_syncmem_rx_cleanup(self);
     ibv_destroy_cq(self->cq);
+    ibv_destroy_comp_channel(self->channel);
     ucs_arbiter_cleanup(&self->arbiter);
     kh_destroy_inplace(uct_syncmem_qp_eps, &self->qp_eps);
 }
@@ -581,6 +604,7 @@ static uct_iface_ops_t uct_syncmem_iface_ops = {
     .ep_pending_purge         = uct_syncmem_ep_pending_purge,
     .ep_flush                 = uct_syncmem_ep_flush,
     .ep_fence                 = uct_syncmem_ep_fence,
+    .ep_check                 = uct_syncmem_ep_check,
     .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_syncmem_ep_t),
     .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_syncmem_ep_t),
     .iface_flush              = uct_syncmem_iface_flush,
@@ -588,6 +612,8 @@ static uct_iface_ops_t uct_syncmem_iface_ops = {
     .iface_progress_enable    = uct_base_iface_progress_enable,
     .iface_progress_disable   = uct_base_iface_progress_disable,
     .iface_progress           = uct_syncmem_iface_progress,
+    .iface_event_fd_get       = uct_syncmem_iface_event_fd_get,
+    .iface_event_arm          = uct_syncmem_iface_event_arm,
     .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_syncmem_iface_t),
     .iface_query              = uct_syncmem_iface_query,
     .iface_get_device_address = uct_syncmem_iface_get_device_address,

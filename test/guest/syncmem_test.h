@@ -12,6 +12,8 @@ extern "C" {
 }
 
 #include <cstdlib>
+#include <deque>
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>

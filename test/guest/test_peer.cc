@@ -1,0 +1,187 @@
+// Peer failure: the process at the other end dies mid-transfer.
+#include "syncmem_test.h"
+
+#include <csignal>
+#include <cstring>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+class syncmem_peer_test : public syncmem_test {
+protected:
+    struct peer_proc {
+        pid_t                pid = -1;
+        std::vector<uint8_t> dev, iface, rkey;
+        uint64_t             addr = 0;
+    };
+
+    void TearDown() override {
+        for (peer_proc &p : m_peers) {
+            if (p.pid > 0) {
+                kill(p.pid, SIGKILL);
+                waitpid(p.pid, NULL, 0);
+            }
+        }
+        syncmem_test::TearDown();
+    }
+
+    static std::vector<uint8_t> unhex(const std::string &s) {
+        std::vector<uint8_t> v;
+        for (size_t i = 0; i + 1 < s.size(); i += 2) {
+            v.push_back((uint8_t)std::stoul(s.substr(i, 2), nullptr, 16));
+        }
+        return v;
+    }
+
+    // Starts this program as a peer (main.cc) and reads its addresses.
+    peer_proc *start_peer() {
+        int fds[2];
+        EXPECT_EQ(0, pipe(fds));
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(fds[1], 1);
+            close(fds[0]);
+            execl("/proc/self/exe", "guest_test", "--syncmem-peer", (char*)NULL);
+            _exit(127);
+        }
+        close(fds[1]);
+        m_peers.emplace_back();
+        peer_proc *p = &m_peers.back();
+        p->pid = pid;
+
+        std::string line;
+        char c;
+        while ((read(fds[0], &c, 1) == 1) && (c != '\n')) {
+            line += c;
+        }
+        close(fds[0]);
+        std::istringstream in(line);
+        std::string dev, ifa, rkey, addr;
+        in >> dev >> ifa >> rkey >> addr;
+        EXPECT_FALSE(addr.empty()) << "the peer printed no address: " << line;
+        p->dev   = unhex(dev);
+        p->iface = unhex(ifa);
+        p->rkey  = unhex(rkey);
+        std::vector<uint8_t> a = unhex(addr);
+        if (a.size() == sizeof(p->addr)) {
+            memcpy(&p->addr, a.data(), sizeof(p->addr));
+        }
+        return p;
+    }
+
+    uct_ep_h connect_to(uct_iface_h iface, peer_proc *p) {
+        uct_ep_params_t params = {};
+        params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
+                            UCT_EP_PARAM_FIELD_DEV_ADDR |
+                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        params.iface      = iface;
+        params.dev_addr   = (uct_device_addr_t*)p->dev.data();
+        params.iface_addr = (uct_iface_addr_t*)p->iface.data();
+        uct_ep_h ep;
+        EXPECT_EQ(UCS_OK, uct_ep_create(&params, &ep));
+        m_eps.push_back(ep);
+        return ep;
+    }
+
+    std::deque<peer_proc> m_peers;
+};
+
+TEST_F(syncmem_peer_test, killed_peer_fails_outstanding_ops_and_ep)
+{
+    uct_iface_h iface;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
+                                 {{"RC_TIMEOUT", "20ms"},
+                                  {"RC_RETRY_COUNT", "3"}}));
+    peer_proc *peer = start_peer();
+    ASSERT_NE(0u, peer->addr);
+    uct_ep_h ep = connect_to(iface, peer);
+    uct_rkey_bundle_t rkey;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, peer->rkey.data(), &rkey));
+
+    std::vector<uint8_t> src(1 << 20, 1);
+    uct_mem_h memh;
+    ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, src.data(), src.size(),
+                                     UCT_MD_MEM_ACCESS_ALL, &memh));
+    uct_iov_t iov = { src.data(), src.size(), memh, 0, 1 };
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+
+    // keep transfers in flight, kill the peer in the middle of them
+    int posted = 0;
+    for (; posted < 40; ++posted) {
+        ucs_status_t status;
+        while ((status = uct_ep_put_zcopy(ep, &iov, 1, peer->addr, rkey.rkey,
+                                          &comp)) == UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(m_worker);
+        }
+        if (status != UCS_INPROGRESS) {
+            break;
+        }
+        ++comp.count;
+        if (posted == 8) {
+            kill(peer->pid, SIGKILL);
+            waitpid(peer->pid, NULL, 0);
+            peer->pid = -1;
+        }
+    }
+    --comp.count;
+
+    while (comp.count > 0) {
+        uct_worker_progress(m_worker);
+    }
+    EXPECT_NE(UCS_OK, comp.status) << "every transfer succeeded after the kill";
+    ASSERT_EQ(1u, m_errors.size());
+    EXPECT_EQ(ep, m_errors[0].first);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_errors[0].second);
+    EXPECT_EQ(UCS_OK, uct_ep_check(ep, 0, NULL)); // failed: nothing to check
+    uct_rkey_release(m_component, &rkey);
+
+    // a restarted peer is reachable from the same iface
+    peer_proc *again = start_peer();
+    uct_ep_h ep2 = connect_to(iface, again);
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, again->rkey.data(), &rkey));
+    uct_completion_t comp2 = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ucs_status_t status;
+    while ((status = uct_ep_put_zcopy(ep2, &iov, 1, again->addr, rkey.rkey,
+                                      &comp2)) == UCS_ERR_NO_RESOURCE) {
+        uct_worker_progress(m_worker);
+    }
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    while (comp2.count > 0) {
+        uct_worker_progress(m_worker);
+    }
+    EXPECT_EQ(UCS_OK, comp2.status);
+    EXPECT_EQ(1u, m_errors.size());
+    uct_rkey_release(m_component, &rkey);
+    uct_md_mem_dereg(m_md, memh);
+}
+
+// An idle endpoint learns of the death through ep_check (keepalive).
+TEST_F(syncmem_peer_test, ep_check_detects_a_dead_idle_peer)
+{
+    uct_iface_h iface;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
+                                 {{"RC_TIMEOUT", "20ms"},
+                                  {"RC_RETRY_COUNT", "3"}}));
+    peer_proc *peer = start_peer();
+    uct_ep_h ep = connect_to(iface, peer);
+    // connected and alive
+    while (uct_iface_flush(iface, 0, NULL) == UCS_INPROGRESS) {
+        uct_worker_progress(m_worker);
+    }
+    ASSERT_EQ(UCS_OK, uct_ep_check(ep, 0, NULL));
+    while (uct_iface_flush(iface, 0, NULL) == UCS_INPROGRESS) {
+        uct_worker_progress(m_worker);
+    }
+    EXPECT_TRUE(m_errors.empty());
+
+    kill(peer->pid, SIGKILL);
+    waitpid(peer->pid, NULL, 0);
+    peer->pid = -1;
+
+    ASSERT_EQ(UCS_OK, uct_ep_check(ep, 0, NULL));
+    while (m_errors.empty()) {
+        uct_worker_progress(m_worker);
+    }
+    EXPECT_EQ(ep, m_errors[0].first);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_errors[0].second);
+}
