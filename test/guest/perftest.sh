@@ -52,6 +52,14 @@ ucp ucp_add     -t ucp_add                -n 1000
 ucp ucp_fadd    -t ucp_fadd               -n 1000
 ucp ucp_swap    -t ucp_swap               -n 1000
 ucp ucp_cswap   -t ucp_cswap              -n 1000
+# wakeup: the waiting side sleeps on the event fd (UCP_FEATURE_WAKEUP)
+ucp tag_lat_sleep  -t tag_lat   -s 8       -n 500 -E sleep
+ucp tag_bw_sleep   -t tag_bw    -s 1048576 -n 20  -E sleep
+ucp am_bw_sleep    -t ucp_am_bw -s 65536   -n 100 -E sleep
+# UCP_ERR_HANDLING_MODE_PEER: keepalive and peer-failure support in use
+ucp tag_lat_errh   -t tag_lat   -s 8       -n 500 -e
+ucp tag_bw_errh    -t tag_bw    -s 1048576 -n 20  -e
+ucp stream_bw_errh -t stream_bw -s 65536   -n 100 -e
 
 # What UCP chooses with UCX_TLS=syncmem, per feature set: its lanes
 # ("lane[0]: 0:syncmem/rxe0:1.0 ... amo#0") and, where it prints one, its
