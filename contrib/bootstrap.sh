@@ -20,11 +20,11 @@ esac
 
 # Build: UCX dev files + tools, verbs, googletest, autotools.
 # Tests and benchmarks: qemu and busybox for the guest, verbs utilities,
-# perftest, iproute2 for the guest's network.
+# perftest, iproute2 for the guest's network, Open MPI for the MPI test.
 pkgs="libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
       ibverbs-providers perftest googletest autoconf automake libtool
       pkg-config make g++ dpkg-dev qemu-system-x86 busybox-static kmod cpio
-      iproute2"
+      iproute2 openmpi-bin libopenmpi-dev"
 
 if [ "$install" = yes ]; then
     missing=

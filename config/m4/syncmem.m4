@@ -111,3 +111,10 @@ AC_DEFUN([SYNCMEM_CHECK_GTEST], [
         [AC_MSG_ERROR([googletest sources not found in $GTEST_SRC: install googletest (Debian) or pass --with-gtest-src=DIR])])
     AC_SUBST([GTEST_SRC])
 ])
+
+# Open MPI, for the MPI test over syncmem (optional to build the module; the
+# test reports its absence as a failure, and contrib/bootstrap.sh installs it).
+AC_DEFUN([SYNCMEM_CHECK_MPI], [
+    AC_PATH_PROG([MPICC], [mpicc])
+    AM_CONDITIONAL([HAVE_MPI], [test -n "$MPICC"])
+])
