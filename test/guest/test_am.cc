@@ -300,3 +300,39 @@ TEST_F(syncmem_am_test, am_alignment_is_respected)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               open_iface(m_md, "syncmem", m_dev, &iface, {}, bad));
 }
+
+// Many endpoints (from several ifaces) to one receiver: everything arrives,
+// and in order per sender.
+TEST_F(syncmem_am_test, many_to_one_keeps_per_sender_order)
+{
+    const int senders = 6, count = 200;
+    std::vector<uct_ep_h> eps;
+    for (int i = 0; i < senders; ++i) {
+        uct_iface_h iface;
+        ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface));
+        uct_ep_h ep;
+        ASSERT_EQ(UCS_OK, connect(iface, m_receiver, &ep));
+        eps.push_back(ep);
+    }
+
+    for (uint64_t seq = 0; seq < count; ++seq) {
+        for (int i = 0; i < senders; ++i) {
+            uint64_t hdr = ((uint64_t)i << 32) | seq;
+            ASSERT_EQ(UCS_OK, retry([&] {
+                return uct_ep_am_short(eps[i], AM_ID, hdr, NULL, 0);
+            }));
+        }
+    }
+    wait_for((size_t)senders * count);
+
+    std::vector<uint64_t> next(senders, 0);
+    for (const received &r : m_sink.msgs) {
+        int from = (int)(r.header >> 32);
+        ASSERT_LT(from, senders);
+        ASSERT_EQ(next[from], r.header & 0xffffffffu) << "sender " << from;
+        ++next[from];
+    }
+    for (int i = 0; i < senders; ++i) {
+        EXPECT_EQ((uint64_t)count, next[i]);
+    }
+}
