@@ -22,7 +22,6 @@
 #include "syncmem.h"
 #include "syncmem_tx.inl"
 
-#include <uct/base/uct_iov.inl>
 #include <arpa/inet.h>
 
 
@@ -298,14 +297,9 @@ ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     size_t length;
 
     UCT_CHECK_AM_ID(id);
-    status = uct_syncmem_ep_check_tx(iface, ep);
+    status = uct_syncmem_ep_tx_desc(iface, ep, uct_syncmem_op_release, &desc);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
-    }
-
-    desc = uct_syncmem_desc_get(iface, uct_syncmem_op_release);
-    if (ucs_unlikely(desc == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
     }
 
     length     = pack_cb(uct_syncmem_desc_data(desc), arg);
@@ -345,7 +339,6 @@ ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     uct_syncmem_desc_t *desc;
     struct ibv_send_wr wr;
     ucs_status_t status;
-    size_t i;
     int num_sge;
 
     UCT_CHECK_AM_ID(id);
@@ -354,14 +347,9 @@ ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     UCT_CHECK_LENGTH(header_length, 0, UCT_SYNCMEM_AM_MAX_HDR, "am_zcopy header");
     UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0,
                      iface->config.seg_size, "am_zcopy");
-    status = uct_syncmem_ep_check_tx(iface, ep);
+    status = uct_syncmem_ep_tx_desc(iface, ep, uct_syncmem_am_zcopy_done, &desc);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
-    }
-
-    desc = uct_syncmem_desc_get(iface, uct_syncmem_am_zcopy_done);
-    if (ucs_unlikely(desc == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
     }
     desc->super.comp = comp;
 
@@ -369,16 +357,7 @@ ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     sge[0].addr   = (uintptr_t)uct_syncmem_desc_data(desc);
     sge[0].length = header_length;
     sge[0].lkey   = desc->lkey;
-    num_sge       = 1;
-    for (i = 0; i < iovcnt; ++i) {
-        sge[num_sge].length = uct_iov_get_length(&iov[i]);
-        if (sge[num_sge].length == 0) {
-            continue;
-        }
-        sge[num_sge].addr = (uintptr_t)iov[i].buffer;
-        sge[num_sge].lkey = ((uct_syncmem_mem_t*)iov[i].memh)->mr->lkey;
-        ++num_sge;
-    }
+    num_sge       = 1 + uct_syncmem_sge_fill_iov(&sge[1], iov, iovcnt);
 
     uct_syncmem_wr_send(&wr, id, sge, num_sge);
     status = uct_syncmem_ep_post(iface, ep, &wr, &desc->super, comp != NULL);

@@ -195,15 +195,11 @@ uct_syncmem_amo_start(uct_ep_h tl_ep, unsigned opcode, unsigned size,
     UCT_CHECK_PARAM(!(remote_addr & (size - 1)),
                     "syncmem: atomic address 0x%" PRIx64 " is not aligned to"
                     " %u bytes", remote_addr, size);
-    status = uct_syncmem_ep_check_tx(iface, ep);
+    status = uct_syncmem_ep_tx_desc(iface, ep,
+                                    native ? uct_syncmem_amo_native_done :
+                                             uct_syncmem_amo_cas_done, &desc);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
-    }
-
-    desc = uct_syncmem_desc_get(iface, native ? uct_syncmem_amo_native_done :
-                                               uct_syncmem_amo_cas_done);
-    if (ucs_unlikely(desc == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
     }
 
     desc->super.comp = comp;

@@ -4,7 +4,6 @@
 #include "syncmem.h"
 #include "syncmem_tx.inl"
 
-#include <uct/base/uct_iov.inl>
 
 
 static UCS_F_ALWAYS_INLINE void
@@ -18,26 +17,6 @@ uct_syncmem_wr_rdma(struct ibv_send_wr *wr, enum ibv_wr_opcode opcode,
     wr->num_sge             = num_sge;
     wr->wr.rdma.remote_addr = remote_addr;
     wr->wr.rdma.rkey        = (uint32_t)rkey;
-}
-
-/* Scatter/gather list from a UCT iov; empty entries are left out. */
-static UCS_F_ALWAYS_INLINE int
-uct_syncmem_sge_fill_iov(struct ibv_sge *sge, const uct_iov_t *iov,
-                         size_t iovcnt)
-{
-    int num_sge = 0;
-    size_t i;
-
-    for (i = 0; i < iovcnt; ++i) {
-        sge[num_sge].length = uct_iov_get_length(&iov[i]);
-        if (sge[num_sge].length == 0) {
-            continue;
-        }
-        sge[num_sge].addr = (uintptr_t)iov[i].buffer;
-        sge[num_sge].lkey = ((uct_syncmem_mem_t*)iov[i].memh)->mr->lkey;
-        ++num_sge;
-    }
-    return num_sge;
 }
 
 ucs_status_t uct_syncmem_ep_put_short(uct_ep_h tl_ep, const void *buffer,
@@ -79,14 +58,9 @@ ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     ucs_status_t status;
     size_t length;
 
-    status = uct_syncmem_ep_check_tx(iface, ep);
+    status = uct_syncmem_ep_tx_desc(iface, ep, uct_syncmem_op_release, &desc);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
-    }
-
-    desc = uct_syncmem_desc_get(iface, uct_syncmem_op_release);
-    if (ucs_unlikely(desc == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
     }
 
     length = pack_cb(uct_syncmem_desc_data(desc), arg);
@@ -216,14 +190,9 @@ ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h tl_ep,
     ucs_status_t status;
 
     UCT_CHECK_LENGTH(length, 0, iface->config.seg_size, "get_bcopy");
-    status = uct_syncmem_ep_check_tx(iface, ep);
+    status = uct_syncmem_ep_tx_desc(iface, ep, uct_syncmem_get_bcopy_done, &desc);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
-    }
-
-    desc = uct_syncmem_desc_get(iface, uct_syncmem_get_bcopy_done);
-    if (ucs_unlikely(desc == NULL)) {
-        return UCS_ERR_NO_RESOURCE;
     }
     desc->super.comp       = comp;
     desc->super.unpack_cb  = unpack_cb;

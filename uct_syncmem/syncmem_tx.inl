@@ -7,6 +7,8 @@
 
 #include "syncmem.h"
 
+#include <uct/base/uct_iov.inl>
+
 
 /* Room for one more send on this endpoint now? */
 static UCS_F_ALWAYS_INLINE int
@@ -107,6 +109,41 @@ uct_syncmem_desc_get(uct_syncmem_iface_t *iface, uct_syncmem_op_cb_t handler)
 static UCS_F_ALWAYS_INLINE void *uct_syncmem_desc_data(uct_syncmem_desc_t *desc)
 {
     return desc + 1;
+}
+
+/* Room to send, and a bounce buffer to send from. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_ep_tx_desc(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                       uct_syncmem_op_cb_t handler, uct_syncmem_desc_t **desc_p)
+{
+    ucs_status_t status = uct_syncmem_ep_check_tx(iface, ep);
+
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    *desc_p = uct_syncmem_desc_get(iface, handler);
+    return ucs_likely(*desc_p != NULL) ? UCS_OK : UCS_ERR_NO_RESOURCE;
+}
+
+/* Scatter/gather list from a UCT iov; empty entries are left out. */
+static UCS_F_ALWAYS_INLINE int
+uct_syncmem_sge_fill_iov(struct ibv_sge *sge, const uct_iov_t *iov,
+                         size_t iovcnt)
+{
+    int num_sge = 0;
+    size_t i;
+
+    for (i = 0; i < iovcnt; ++i) {
+        sge[num_sge].length = uct_iov_get_length(&iov[i]);
+        if (sge[num_sge].length == 0) {
+            continue;
+        }
+        sge[num_sge].addr = (uintptr_t)iov[i].buffer;
+        sge[num_sge].lkey = ((uct_syncmem_mem_t*)iov[i].memh)->mr->lkey;
+        ++num_sge;
+    }
+    return num_sge;
 }
 
 #endif
