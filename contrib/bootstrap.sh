@@ -24,7 +24,7 @@ esac
 pkgs="libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
       ibverbs-providers perftest googletest autoconf automake libtool
       pkg-config make g++ dpkg-dev qemu-system-x86 busybox-static kmod cpio
-      iproute2 openmpi-bin libopenmpi-dev"
+      iproute2 openmpi-bin libopenmpi-dev time gnuplot-nox bsdextrautils"
 
 if [ "$install" = yes ]; then
     missing=

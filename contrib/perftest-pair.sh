@@ -1,26 +1,42 @@
 #!/bin/sh
 #
-# perftest-pair.sh: run one ucx_perftest measurement, server and client on
-# this host, with syncmem loaded, each pinned to its own CPU (two
-# busy-polling peers on one CPU crawl).
+# perftest-pair.sh: run one measurement, server and client on this host,
+# each pinned to its own CPU (two busy-polling peers on one CPU crawl).
 #
 #   contrib/perftest-pair.sh [--env VAR=VALUE]... -- ucx_perftest-args...
+#   contrib/perftest-pair.sh --raw TOOL -- TOOL-args...  (ib_write_bw, ...)
 #
-# Prints the client's output; the server's goes to stderr on failure.
-# Exits non-zero if either side fails or no 'Final:' line was printed.
+# ucx_perftest runs with syncmem loaded (syncmem-run); --raw runs an
+# rdma-core perftest tool instead. Prints the client's output, then a line
+# "cpu: <user+system seconds of the client>"; the server's output goes to
+# stderr on failure. Exits non-zero if either side fails, or if
+# ucx_perftest printed no 'Final:' line.
 #
 top=$(cd "$(dirname "$0")/.." && pwd)
 run="$top/contrib/syncmem-run"
 port=${SYNCMEM_PERFTEST_PORT:-13337}
 
-case "$1" in -h|--help) sed -n '3,11s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-while [ "$1" = --env ]; do export "$2"; shift 2; done
-[ "$1" = -- ] && shift
+case "$1" in -h|--help) sed -n '3,15s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+tool="$run ucx_perftest" raw=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --env) export "$2"; shift 2 ;;
+        --raw) tool=$2 raw=1; port=${SYNCMEM_RAW_PORT:-18515}; shift 2 ;;
+        --)    shift; break ;;
+        *)     break ;;
+    esac
+done
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-timeout 120 "$run" ucx_perftest -p "$port" -c 0 "$@" > "$tmp/server" 2>&1 &
+if [ -n "$raw" ]; then
+    # shellcheck disable=SC2086
+    timeout 120 taskset -c 0 $tool -p "$port" "$@" > "$tmp/server" 2>&1 &
+else
+    # shellcheck disable=SC2086
+    timeout 120 $tool -p "$port" -c 0 "$@" > "$tmp/server" 2>&1 &
+fi
 server=$!
 
 # wait until the server listens, rather than guessing how long that takes
@@ -35,12 +51,22 @@ until ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; do
     sleep 0.1
 done
 
-timeout 110 "$run" ucx_perftest 127.0.0.1 -p "$port" -c 1 "$@" > "$tmp/client" 2>&1
+if [ -n "$raw" ]; then
+    # shellcheck disable=SC2086
+    /usr/bin/time -f '%U %S' -o "$tmp/cpu" timeout 110 taskset -c 1 $tool \
+        -p "$port" "$@" 127.0.0.1 > "$tmp/client" 2>&1
+else
+    # shellcheck disable=SC2086
+    /usr/bin/time -f '%U %S' -o "$tmp/cpu" timeout 110 $tool 127.0.0.1 \
+        -p "$port" -c 1 "$@" > "$tmp/client" 2>&1
+fi
 crc=$?
 wait $server
 src=$?
 cat "$tmp/client"
-if [ $crc -ne 0 ] || [ $src -ne 0 ] || ! grep -q '^Final:' "$tmp/client"; then
+awk '{print "cpu: " $1 + $2}' "$tmp/cpu" 2>/dev/null
+if [ $crc -ne 0 ] || [ $src -ne 0 ] ||
+   { [ -z "$raw" ] && ! grep -q '^Final:' "$tmp/client"; }; then
     echo "perftest-pair: client exit $crc, server exit $src; server said:" >&2
     cat "$tmp/server" >&2
     exit 1
