@@ -8,7 +8,7 @@
 #    ib_atomic_lat): the raw verbs ceiling of this device;
 #  - message-size sweeps of put bandwidth and latency.
 # It prints one table (medians of --reps runs, syncmem / rc_verbs and
-# syncmem / raw verbs ratios, client CPU time per operation) and writes
+# syncmem / raw verbs ratios) and writes
 # bench-results/results.csv, sweep.csv and bandwidth.png, latency.png.
 #
 #   contrib/bench.sh [--no-build] [--reps N] [--only REGEX] [--sweep|--no-sweep]
@@ -32,9 +32,9 @@ result() {
     esac
 }
 
-# measure TRANSPORT KIND FIELD ITERS ARGS... : prints "value cpu_us_per_op"
+# measure TRANSPORT KIND FIELD ARGS... : prints the value
 measure() {
-    tl=$1 kind=$2 col=$3 iters=$4; shift 4
+    tl=$1 kind=$2 col=$3; shift 3
     case "$kind:$tl" in
         uct:*)            set -- -- -x "$tl" -d "$dev" "$@" ;;
         ucp:syncmem)      set -- --env UCX_TLS=syncmem --env UCX_NET_DEVICES="$dev" -- "$@" ;;
@@ -42,10 +42,8 @@ measure() {
                                  --env UCX_UD_VERBS_ETH_DGID_CHECK=n -- "$@" ;;
         raw:*)            set -- --raw "$tl" -- -d "$ibdev" -x "$gid" -F "$@" ;;
     esac
-    out=$(contrib/perftest-pair.sh "$@" 2>/dev/null) || true
-    v=$(echo "$out" | result "$tl" "$col")
-    cpu=$(echo "$out" | awk -v n="$iters" '/^cpu:/ {printf "%.2f", $2 * 1e6 / n}')
-    echo "${v:-nan} ${cpu:-nan}"
+    v=$(contrib/perftest-pair.sh "$@" 2>/dev/null | result "$tl" "$col") || true
+    echo "${v:-nan}"
 }
 
 median() {
@@ -62,65 +60,67 @@ guest_main() {
     reps=$1 only=$2 sweep=$3 min_size=$4 max_size=$5
     dev=$SYNCMEM_DEV0 ibdev=${SYNCMEM_DEV0%:*}
     # the RoCE v2 IPv4 GID, as syncmem and UCX pick it
-    gid=$(ibv_devinfo -v -d "$ibdev" | awk '/GID\[/ && /::ffff:/ {gsub(/[^0-9]/, "", $1); print $1; exit}')
+    gid=$(ibv_devinfo -v -d "$ibdev" |
+          sed -n 's/.*GID\[ *\([0-9]*\)\]:.*::ffff:.*/\1/p' | head -n 1)
     out=$top/bench-results
     mkdir -p "$out"
     echo "== UCX $(ucx_info -v | sed -n 's/^# Version //p'), device $dev (GID index ${gid:-?})"
 
-    # name:kind:field:iterations:args:raw-tool:raw-args  (field 3 of
-    # ucx_perftest's Final: line is the median latency, 6 the bandwidth)
-    tests="put_lat:uct:3:3000:-t put_lat -D short -s 8 -n 3000:ib_write_lat:-s 8 -n 3000
-put_bw_64k_zcopy:uct:6:600:-t put_bw -D zcopy -s 65536 -n 600:ib_write_bw:-s 65536 -n 600
-get_64k_zcopy:uct:6:600:-t get -D zcopy -s 65536 -n 600:ib_read_bw:-s 65536 -n 600
-put_bw_4k_bcopy:uct:6:2000:-t put_bw -D bcopy -s 4096 -n 2000:ib_write_bw:-s 4096 -n 2000
-get_4k_bcopy:uct:6:2000:-t get -D bcopy -s 4096 -n 2000:ib_read_bw:-s 4096 -n 2000
-am_lat:uct:3:3000:-t am_lat -D short -s 8 -n 3000::
-am_bw_4k_bcopy:uct:6:2000:-t am_bw -D bcopy -s 4096 -n 2000::
-am_bw_8k_zcopy:uct:6:1000:-t am_bw -D zcopy -s 8192 -n 1000::
-add_lat:uct:3:2000:-t add_lat -n 2000::
-fadd:uct:3:2000:-t fadd -n 2000:ib_atomic_lat:-n 2000
-cswap:uct:3:2000:-t cswap -n 2000::
-ucp_put_lat:ucp:3:2000:-t ucp_put_lat -s 8 -n 2000::
-ucp_put_bw_64k:ucp:6:600:-t ucp_put_bw -s 65536 -n 600::
-ucp_get_64k:ucp:6:600:-t ucp_get -s 65536 -n 600::
-ucp_fadd:ucp:3:2000:-t ucp_fadd -n 2000::
-ucp_cswap:ucp:3:2000:-t ucp_cswap -n 2000::
-tag_lat:ucp:3:2000:-t tag_lat -s 8 -n 2000::
-tag_bw_1m:ucp:6:40:-t tag_bw -s 1048576 -n 40::"
+    # name:kind:field:args:raw-tool:raw-args  (field 3 of
+    # ucx_perftest's Final: line is the median latency, 7 the overall bandwidth)
+    tests="put_lat:uct:3:-t put_lat -D short -s 8 -n 3000 -w 100:ib_write_lat:-s 8 -n 3000
+put_bw_64k_zcopy:uct:7:-t put_bw -D zcopy -s 65536 -n 600 -w 100:ib_write_bw:-s 65536 -n 600
+get_64k_zcopy:uct:7:-t get -D zcopy -s 65536 -n 600 -w 100:ib_read_bw:-s 65536 -n 600
+put_bw_4k_bcopy:uct:7:-t put_bw -D bcopy -s 4096 -n 2000 -w 100:ib_write_bw:-s 4096 -n 2000
+get_4k_bcopy:uct:7:-t get -D bcopy -s 4096 -n 2000 -w 100:ib_read_bw:-s 4096 -n 2000
+am_lat:uct:3:-t am_lat -D short -s 8 -n 3000 -w 100::
+am_bw_4k_bcopy:uct:7:-t am_bw -D bcopy -s 4096 -n 2000 -w 100::
+am_bw_8k_zcopy:uct:7:-t am_bw -D zcopy -s 8192 -n 1000 -w 100::
+add_lat:uct:3:-t add_lat -n 2000 -w 100::
+fadd:uct:3:-t fadd -n 2000 -w 100:ib_atomic_lat:-n 2000
+cswap:uct:3:-t cswap -n 2000 -w 100::
+ucp_put_lat:ucp:3:-t ucp_put_lat -s 8 -n 2000 -w 100::
+ucp_put_bw_64k:ucp:7:-t ucp_put_bw -s 65536 -n 600 -w 100::
+ucp_get_64k:ucp:7:-t ucp_get -s 65536 -n 600 -w 100::
+ucp_fadd:ucp:3:-t ucp_fadd -n 2000 -w 100::
+ucp_cswap:ucp:3:-t ucp_cswap -n 2000 -w 100::
+tag_lat:ucp:3:-t tag_lat -s 8 -n 2000 -w 100::
+tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     tests=$(echo "$tests" | grep -E "^(${only:-.*})")
 
-    echo "test,transport,rep,value,cpu_us_per_op" > "$out/results.csv"
+    echo "test,transport,rep,value" > "$out/results.csv"
+    total=$(( $(echo "$tests" | wc -l) * 2 + $(echo "$tests" | grep -c ':ib_') ))
+    step=0
     rep=1
     while [ "$rep" -le "$reps" ]; do
-        echo "$tests" | while IFS=: read -r name kind col iters args raw rawargs; do
+        echo "$tests" | while IFS=: read -r name kind col args raw rawargs; do
             for tl in syncmem rc_verbs ${raw:+$raw}; do
-                printf '\r   rep %s/%s %-18s %-14s' "$rep" "$reps" "$name" "$tl" >&2
+                step=$((step + 1))
+                echo "   [rep $rep/$reps, $step/$total] $name $tl" >&2
                 if [ "$tl" = "$raw" ]; then
                     # shellcheck disable=SC2086
-                    r=$(measure "$tl" raw 0 "$iters" $rawargs)
+                    v=$(measure "$tl" raw 0 $rawargs)
                 else
                     # shellcheck disable=SC2086
-                    r=$(measure "$tl" "$kind" "$col" "$iters" $args)
+                    v=$(measure "$tl" "$kind" "$col" $args)
                 fi
-                echo "$name,$tl,$rep,$(echo "$r" | tr ' ' ',')" >> "$out/results.csv"
+                echo "$name,$tl,$rep,$v" >> "$out/results.csv"
             done
         done
         rep=$((rep + 1))
     done
-    printf '\r%60s\r' '' >&2
 
     echo "== medians of $reps runs. Latency: usec (lower is better); bandwidth: MB/s"
-    echo "   (higher is better); cpu: client CPU usec per operation. UCP rows compare"
-    echo "   UCX_TLS=syncmem with UCX_TLS=rc_verbs,ud_verbs; 'verbs' is rdma-core perftest."
-    printf '%-17s %9s %9s %9s %8s %8s %8s %8s\n' test syncmem rc_verbs verbs \
-        "/rc_verbs" "/verbs" "cpu:sm" "cpu:rc"
-    echo "$tests" | while IFS=: read -r name kind col iters args raw rawargs; do
-        m() { grep "^$name,$1," "$out/results.csv" | cut -d, -f"$2" | median; }
-        s=$(m syncmem 4) r=$(m rc_verbs 4) v=nan
-        [ -n "$raw" ] && v=$(m "$raw" 4)
+    echo "   (higher is better). UCP rows compare UCX_TLS=syncmem with"
+    echo "   UCX_TLS=rc_verbs,ud_verbs; 'verbs' is rdma-core perftest on the same device."
+    printf '%-17s %9s %9s %9s %10s %8s\n' test syncmem rc_verbs verbs \
+        "/rc_verbs" "/verbs"
+    echo "$tests" | while IFS=: read -r name kind col args raw rawargs; do
+        m() { grep "^$name,$1," "$out/results.csv" | cut -d, -f4 | median; }
+        s=$(m syncmem) r=$(m rc_verbs) v=nan
+        [ -n "$raw" ] && v=$(m "$raw")
         rs=$(ratio "$s" "$r") vs=$(ratio "$s" "$v")
-        printf '%-17s %9s %9s %9s %8s %8s %8s %8s\n' "$name" "$s" "$r" "$v" \
-            "$rs" "$vs" "$(m syncmem 5)" "$(m rc_verbs 5)"
+        printf '%-17s %9s %9s %9s %10s %8s\n' "$name" "$s" "$r" "$v" "$rs" "$vs"
     done
     echo "   Ratios are syncmem / other: below 1.00 is better for latency, above 1.00"
     echo "   for bandwidth."
@@ -131,20 +131,19 @@ tag_bw_1m:ucp:6:40:-t tag_bw -s 1048576 -n 40::"
         [ "$size" -ge "$min_size" ] && [ "$size" -le "$max_size" ] || continue
         n=$((16777216 / size)); [ $n -gt 2000 ] && n=2000; [ $n -lt 20 ] && n=20
         for tl in syncmem rc_verbs ib_verbs; do
-            printf '\r   sweep %-8s %-9s' "$size" "$tl" >&2
+            echo "   [sweep] $size bytes $tl" >&2
             if [ $tl = ib_verbs ]; then
-                bw=$(measure ib_write_bw raw 0 $n -s $size -n $n | cut -d' ' -f1)
+                bw=$(measure ib_write_bw raw 0 -s $size -n $n)
                 lat=nan
-                [ $size -le 4096 ] && lat=$(measure ib_write_lat raw 0 1000 -s $size -n 1000 | cut -d' ' -f1)
+                [ $size -le 4096 ] && lat=$(measure ib_write_lat raw 0 -s $size -n 1000)
             else
-                bw=$(measure $tl uct 6 $n -t put_bw -D zcopy -s $size -n $n | cut -d' ' -f1)
+                bw=$(measure $tl uct 7 -t put_bw -D zcopy -s $size -n $n -w 20)
                 lat=nan
-                [ $size -le 4096 ] && lat=$(measure $tl uct 3 1000 -t put_lat -D bcopy -s $size -n 1000 | cut -d' ' -f1)
+                [ $size -le 4096 ] && lat=$(measure $tl uct 3 -t put_lat -D bcopy -s $size -n 1000 -w 100)
             fi
             echo "$size,$tl,$bw,$lat" >> "$out/sweep.csv"
         done
     done
-    printf '\r%60s\r' '' >&2
     echo "== sweep (put zcopy bandwidth MB/s; put bcopy latency usec; ib_verbs = ib_write_bw/ib_write_lat)"
     column -t -s, "$out/sweep.csv"
     plot "$out"
