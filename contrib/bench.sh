@@ -13,6 +13,7 @@
 #
 #   contrib/bench.sh [--no-build] [--reps N] [--only REGEX] [--sweep|--no-sweep]
 #                    [--min-size BYTES] [--max-size BYTES]
+#   contrib/bench.sh --plot [DIR]     redraw the plots from DIR/sweep.csv
 #
 # The guest is emulated (TCG): absolute numbers are slow and noisy; compare
 # ratios from one run only.
@@ -157,7 +158,9 @@ plot() {
     done
     gnuplot <<GP
 set terminal pngcairo size 900,560 font ",11"
+set termoption noenhanced
 set logscale x 2
+set format x "%.0b %BB"
 set grid
 set key top left
 set xlabel "message size (bytes)"
@@ -185,12 +188,17 @@ if [ "$1" = --in-guest ]; then
     exit 0
 fi
 
+if [ "$1" = --plot ]; then
+    plot "${2:-$top/bench-results}"
+    exit 0
+fi
+
 # --- on the host -----------------------------------------------------------
 
 reps=3 only= sweep=yes min_size=0 max_size=4194304
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help)  sed -n '3,20s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help)  sed -n '3,21s/^# \{0,1\}//p' "$0"; exit 0 ;;
         --no-build) nobuild=1 ;;
         --reps)     reps=$2; shift ;;
         --only)     only=$2; shift ;;
