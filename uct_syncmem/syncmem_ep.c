@@ -248,7 +248,6 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_send_wr wr;
     uct_syncmem_op_t *op;
     ucs_status_t status;
 
@@ -269,16 +268,13 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
         return UCS_OK;
     }
 
-    /* The last request is unsignalled: nothing would ever report it. Add a
-     * signalled empty write, which completes after everything before it. */
+    /* The last request is unsignalled: nothing would ever report it. */
     if ((ep->tx.unsignaled != 0) && (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
         status = uct_syncmem_ep_check_tx(iface, ep);
         if (status != UCS_OK) {
             return status;
         }
-        memset(&wr, 0, sizeof(wr));
-        wr.opcode = IBV_WR_RDMA_WRITE;
-        status    = uct_syncmem_ep_post(iface, ep, &wr, NULL, 1);
+        status = uct_syncmem_ep_post_nop(iface, ep);
         if (status != UCS_OK) {
             return status;
         }
@@ -312,7 +308,6 @@ ucs_status_t uct_syncmem_ep_check(uct_ep_h tl_ep, unsigned flags,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_send_wr wr;
 
     if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
         uct_syncmem_ep_has_outstanding(iface, ep) ||
@@ -320,9 +315,7 @@ ucs_status_t uct_syncmem_ep_check(uct_ep_h tl_ep, unsigned flags,
         return UCS_OK; /* failing, connecting, or already being checked */
     }
 
-    memset(&wr, 0, sizeof(wr));
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    return uct_syncmem_ep_post(iface, ep, &wr, NULL, 1);
+    return uct_syncmem_ep_post_nop(iface, ep);
 }
 
 ucs_status_t uct_syncmem_ep_fence(uct_ep_h tl_ep, unsigned flags)

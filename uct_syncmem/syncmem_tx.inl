@@ -8,6 +8,7 @@
 #include "syncmem.h"
 
 #include <uct/base/uct_iov.inl>
+#include <string.h>
 
 
 /* Room for one more send on this endpoint now? */
@@ -79,6 +80,18 @@ uct_syncmem_ep_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
         ucs_queue_push(&ep->tx.outstanding, &op->queue);
     }
     return UCS_OK;
+}
+
+/* A signalled empty write: it completes after everything posted before it,
+ * so it reports on unsignalled requests (flush) or on the peer (ep_check). */
+static inline ucs_status_t
+uct_syncmem_ep_post_nop(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
+{
+    struct ibv_send_wr wr;
+
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    return uct_syncmem_ep_post(iface, ep, &wr, NULL, 1);
 }
 
 static UCS_F_ALWAYS_INLINE uct_syncmem_op_t *
