@@ -185,16 +185,26 @@ static void uct_syncmem_cm_free_retired(uct_syncmem_iface_t *iface)
     }
 }
 
+/*
+ * Sends REQ, and arms its retransmission. On RoCE the address handle needs
+ * the peer's MAC address, which the kernel resolves (ARP/ND) and may fail to
+ * on a lossy link: that is retried with the REQ, not fatal.
+ */
 static void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
     uct_syncmem_cm_msg_t msg;
 
+    ep->cm.next_retry = ucs_get_time() + iface->config.cm_timeout;
+    if ((ep->cm.ah == NULL) &&
+        (uct_syncmem_ah_create(iface, &ep->cm.peer, &ep->cm.ah) != UCS_OK)) {
+        return;
+    }
+
     uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REQ, ep->cm.peer_iface_id,
                             ep->cm.conn_id, ep->qp->qp_num, &msg);
     uct_syncmem_cm_send(iface, ep->cm.ah, ep->cm.peer_cm_qpn, &msg);
-    ep->cm.next_retry = ucs_get_time() + iface->config.cm_timeout;
 }
 
 /* Called with the async lock held, the endpoint already in iface->eps. */
@@ -202,13 +212,8 @@ ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    ucs_status_t status;
 
-    status = uct_syncmem_ah_create(iface, &ep->cm.peer, &ep->cm.ah);
-    if (status != UCS_OK) {
-        return status;
-    }
-
+    ep->cm.ah           = NULL;
     ep->cm.conn_id      = ++iface->cm.next_conn_id;
     ep->cm.retries_left = iface->config.cm_retries;
     ep->cm.replied      = 0;
@@ -438,8 +443,10 @@ static uct_syncmem_ep_t *uct_syncmem_cm_check(uct_syncmem_iface_t *iface,
         }
 
         ucs_diag("syncmem: ep %p: no answer from iface 0x%" PRIx64 " after %u"
-                 " tries; is the peer process alive?", ep,
-                 ep->cm.peer_iface_id, iface->config.cm_retries + 1);
+                 " tries; %s", ep, ep->cm.peer_iface_id,
+                 iface->config.cm_retries + 1, (ep->cm.ah == NULL) ?
+                 "the peer's address never resolved (ARP/ND): is it on a"
+                 " reachable network?" : "is the peer process alive?");
         *status_p = UCS_ERR_ENDPOINT_TIMEOUT;
         return ep;
     }

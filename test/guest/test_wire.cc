@@ -133,7 +133,7 @@ TEST_F(syncmem_wire_test, connect_and_put_with_packet_loss)
                                  {{"CM_TIMEOUT", "50ms"}, {"CM_RETRIES", "100"},
                                   {"RC_TIMEOUT", "10ms"}}));
     ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
-    set_loss(25);
+    set_loss(10);
 
     for (int round = 0; round < 5; ++round) {
         uct_ep_h ep;
