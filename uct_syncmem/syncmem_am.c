@@ -292,9 +292,8 @@ ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                                                 uct_syncmem_iface_t);
     uct_syncmem_desc_t *desc;
     struct ibv_send_wr wr;
-    struct ibv_sge sge;
     ucs_status_t status;
-    size_t length;
+    ssize_t length;
 
     UCT_CHECK_AM_ID(id);
     status = uct_syncmem_ep_tx_desc(iface, ep, uct_syncmem_op_release, &desc);
@@ -302,18 +301,9 @@ ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         return status;
     }
 
-    length     = pack_cb(uct_syncmem_desc_data(desc), arg);
-    sge.addr   = (uintptr_t)uct_syncmem_desc_data(desc);
-    sge.length = length;
-    sge.lkey   = desc->lkey;
-    uct_syncmem_wr_send(&wr, id, &sge, 1);
-    status = uct_syncmem_ep_post(iface, ep, &wr, &desc->super, 0);
-    if (ucs_unlikely(status != UCS_OK)) {
-        ucs_mpool_put(desc);
-        return status;
-    }
-
-    UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
+    uct_syncmem_wr_send(&wr, id, NULL, 1);
+    length = uct_syncmem_ep_post_bcopy(iface, ep, desc, &wr, pack_cb, arg);
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(length, &ep->super, AM, BCOPY, length);
     return length;
 }
 

@@ -54,34 +54,17 @@ ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
                                                 uct_syncmem_iface_t);
     uct_syncmem_desc_t *desc;
     struct ibv_send_wr wr;
-    struct ibv_sge sge;
     ucs_status_t status;
-    size_t length;
+    ssize_t length;
 
     status = uct_syncmem_ep_tx_desc(iface, ep, uct_syncmem_op_release, &desc);
     if (ucs_unlikely(status != UCS_OK)) {
         return status;
     }
 
-    length = pack_cb(uct_syncmem_desc_data(desc), arg);
-    if (ENABLE_PARAMS_CHECK && ucs_unlikely(length > iface->config.seg_size)) {
-        ucs_error("syncmem: put_bcopy packed %zu bytes, more than max_bcopy"
-                  " (%zu)", length, iface->config.seg_size);
-        ucs_mpool_put(desc);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    sge.addr   = (uintptr_t)uct_syncmem_desc_data(desc);
-    sge.length = length;
-    sge.lkey   = desc->lkey;
-    uct_syncmem_wr_rdma(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr, rkey);
-    status = uct_syncmem_ep_post(iface, ep, &wr, &desc->super, 0);
-    if (ucs_unlikely(status != UCS_OK)) {
-        ucs_mpool_put(desc);
-        return status;
-    }
-
-    UCT_TL_EP_STAT_OP(&ep->super, PUT, BCOPY, length);
+    uct_syncmem_wr_rdma(&wr, IBV_WR_RDMA_WRITE, NULL, 1, remote_addr, rkey);
+    length = uct_syncmem_ep_post_bcopy(iface, ep, desc, &wr, pack_cb, arg);
+    UCT_TL_EP_STAT_OP_IF_SUCCESS(length, &ep->super, PUT, BCOPY, length);
     return length;
 }
 

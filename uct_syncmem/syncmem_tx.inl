@@ -139,6 +139,40 @@ uct_syncmem_ep_tx_desc(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     return ucs_likely(*desc_p != NULL) ? UCS_OK : UCS_ERR_NO_RESOURCE;
 }
 
+/*
+ * bcopy: packs the user's data into the bounce buffer and posts wr (opcode
+ * and remote part already set) from it. Returns the length, or an error
+ * after giving the buffer back.
+ */
+static UCS_F_ALWAYS_INLINE ssize_t
+uct_syncmem_ep_post_bcopy(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                          uct_syncmem_desc_t *desc, struct ibv_send_wr *wr,
+                          uct_pack_callback_t pack_cb, void *arg)
+{
+    struct ibv_sge sge;
+    ucs_status_t status;
+
+    sge.addr   = (uintptr_t)uct_syncmem_desc_data(desc);
+    sge.length = pack_cb(uct_syncmem_desc_data(desc), arg);
+    sge.lkey   = desc->lkey;
+    if (ENABLE_PARAMS_CHECK &&
+        ucs_unlikely(sge.length > iface->config.seg_size)) {
+        ucs_error("syncmem: bcopy packed %u bytes, more than SEG_SIZE (%zu)",
+                  sge.length, iface->config.seg_size);
+        ucs_mpool_put(desc);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    wr->sg_list = &sge;
+    wr->num_sge = 1;
+    status      = uct_syncmem_ep_post(iface, ep, wr, &desc->super, 0);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put(desc);
+        return status;
+    }
+    return sge.length;
+}
+
 /* Scatter/gather list from a UCT iov; empty entries are left out. */
 static UCS_F_ALWAYS_INLINE int
 uct_syncmem_sge_fill_iov(struct ibv_sge *sge, const uct_iov_t *iov,
