@@ -34,8 +34,20 @@ typedef struct uct_syncmem_port {
 
 
 typedef struct uct_syncmem_md_config {
-    uct_md_config_t super;
+    uct_md_config_t        super;
+    int                    rcache_mode;  /* ucs_ternary_auto_value_t */
+    uct_md_rcache_config_t rcache;
+    size_t                 reg_align;    /* UCS_MEMUNITS_AUTO: page size */
 } uct_syncmem_md_config_t;
+
+
+/* What the registration cache did, since the MD was opened. */
+typedef struct uct_syncmem_rcache_counters {
+    uint64_t hits;          /* mem_reg served by a cached registration */
+    uint64_t misses;        /* mem_reg that registered memory */
+    uint64_t evictions;     /* unused registrations dropped by LRU limits */
+    uint64_t invalidations; /* dropped because unmapped, or merged away */
+} uct_syncmem_rcache_counters_t;
 
 
 typedef struct uct_syncmem_md {
@@ -44,6 +56,10 @@ typedef struct uct_syncmem_md {
     struct ibv_pd          *pd;
     struct ibv_device_attr dev_attr;
     char                   name[UCT_MD_NAME_MAX];  /* verbs device name */
+    ucs_rcache_t           *rcache;   /* NULL: every mem_reg registers */
+    size_t                 reg_align;
+    int                    closing;
+    uct_syncmem_rcache_counters_t rcache_counters;
 } uct_syncmem_md_t;
 
 
@@ -61,7 +77,12 @@ typedef struct UCS_S_PACKED uct_syncmem_packed_rkey {
 /* A registration: what uct_mem_h points to. */
 typedef struct uct_syncmem_mem {
     struct ibv_mr *mr;
+    unsigned      flags;  /* UCT_SYNCMEM_MEM_FLAG_* */
 } uct_syncmem_mem_t;
+
+enum {
+    UCT_SYNCMEM_MEM_FLAG_CACHED = UCS_BIT(0)  /* in a uct_syncmem_rregion_t */
+};
 
 
 #define UCT_SYNCMEM_AM_MAX_HDR 128
@@ -223,6 +244,26 @@ struct uct_syncmem_iface {
 
 extern uct_component_t uct_syncmem_component;
 extern ucs_config_field_t uct_syncmem_iface_config_table[];
+
+/* syncmem_md.c */
+int uct_syncmem_md_access(unsigned flags);
+ucs_status_t uct_syncmem_reg_mr(uct_syncmem_md_t *md, void *address,
+                                size_t length, int access,
+                                ucs_log_level_t level, struct ibv_mr **mr_p);
+void uct_syncmem_dereg_mr(struct ibv_mr *mr);
+
+/* syncmem_rcache.c */
+ucs_status_t uct_syncmem_rcache_init(uct_syncmem_md_t *md,
+                                     const uct_syncmem_md_config_t *config);
+void uct_syncmem_rcache_cleanup(uct_syncmem_md_t *md);
+ucs_status_t uct_syncmem_rcache_reg(uct_syncmem_md_t *md, void *address,
+                                    size_t length, int access,
+                                    ucs_log_level_t level,
+                                    uct_syncmem_mem_t **memh_p);
+void uct_syncmem_rcache_dereg(uct_syncmem_md_t *md, uct_syncmem_mem_t *memh);
+/* For tests and tools: the counters of md's cache; UNSUPPORTED without one */
+ucs_status_t uct_syncmem_md_rcache_counters(uct_md_h md,
+                                            uct_syncmem_rcache_counters_t *c);
 
 /* syncmem_device.c */
 ucs_status_t uct_syncmem_device_parse_name(const uct_syncmem_md_t *md,

@@ -18,6 +18,28 @@ static ucs_config_field_t uct_syncmem_md_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_syncmem_md_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_md_config_table)},
 
+    {"RCACHE", "try",
+     "Registration cache (see RCACHE_* below):\n"
+     " y   - use it; opening the memory domain fails without it\n"
+     " n   - register on every mem_reg, with access no broader than asked\n"
+     " try - use it when UCM memory events work (they keep it from serving\n"
+     "       registrations of memory that was unmapped)\n"
+     "A cached registration allows remote reads, or everything if any\n"
+     "write access was asked for.",
+     ucs_offsetof(uct_syncmem_md_config_t, rcache_mode),
+     UCS_CONFIG_TYPE_TERNARY},
+
+    {"", "", NULL, ucs_offsetof(uct_syncmem_md_config_t, rcache),
+     UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table)},
+
+    {"REG_ALIGN", "auto",
+     "With the registration cache, widen a registration that misses to this\n"
+     "alignment, over memory that is mapped, so that neighbouring buffers\n"
+     "share it. A power of 2, at least the page size ('auto': page size).\n"
+     "2M suits buffers in huge pages.",
+     ucs_offsetof(uct_syncmem_md_config_t, reg_align),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
     {NULL}
 };
 
@@ -89,6 +111,7 @@ static void uct_syncmem_md_close(uct_md_h tl_md)
 {
     uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
 
+    uct_syncmem_rcache_cleanup(md);
     ibv_dealloc_pd(md->pd);
     ibv_close_device(md->ctx);
     ucs_free(md);
@@ -117,7 +140,7 @@ static ucs_status_t uct_syncmem_md_query(uct_md_h tl_md,
 /* Verbs access for what the caller asked for, and no more. Verbs wants
  * local write with remote write or atomics. No access bits at all means
  * every access, as with UCX's own verbs MD. */
-static int uct_syncmem_md_access(unsigned flags)
+int uct_syncmem_md_access(unsigned flags)
 {
     int access = 0;
 
@@ -139,6 +162,51 @@ static int uct_syncmem_md_access(unsigned flags)
     return access;
 }
 
+ucs_status_t uct_syncmem_reg_mr(uct_syncmem_md_t *md, void *address,
+                                size_t length, int access,
+                                ucs_log_level_t level, struct ibv_mr **mr_p)
+{
+    struct ibv_mr *mr;
+
+    mr = ibv_reg_mr(md->pd, address, length, access);
+    if (mr != NULL) {
+        *mr_p = mr;
+        return UCS_OK;
+    }
+
+    switch (errno) {
+    case EFAULT:
+        ucs_log(level, "syncmem: ibv_reg_mr(%p, %zu, access 0x%x) on %s:"
+                " memory is not mapped%s", address, length, access, md->name,
+                (access & IBV_ACCESS_LOCAL_WRITE) ?
+                " or not writable (asked for write access)" : "");
+        return UCS_ERR_INVALID_ADDR;
+    case ENOMEM:
+    case EAGAIN:
+        ucs_log(level, "syncmem: ibv_reg_mr(%p, %zu) on %s: out of memory;"
+                " check 'ulimit -l' (locked memory)", address, length,
+                md->name);
+        return UCS_ERR_NO_MEMORY;
+    default:
+        ucs_log(level, "syncmem: ibv_reg_mr(%p, %zu, access 0x%x) on %s"
+                " failed: %m", address, length, access, md->name);
+        return UCS_ERR_IO_ERROR;
+    }
+}
+
+void uct_syncmem_dereg_mr(struct ibv_mr *mr)
+{
+    void *address = mr->addr;
+    int ret;
+
+    ret = ibv_dereg_mr(mr);
+    if (ret) {
+        /* nothing to give back to: the caller's handle is gone either way */
+        ucs_warn("syncmem: ibv_dereg_mr(%p) failed: %s", address,
+                 strerror(ret));
+    }
+}
+
 static ucs_status_t uct_syncmem_mem_reg(uct_md_h tl_md, void *address,
                                         size_t length, unsigned flags,
                                         uct_mem_h *memh_p)
@@ -155,57 +223,46 @@ static ucs_status_t uct_syncmem_mem_reg(uct_md_h tl_md, void *address,
         return UCS_ERR_INVALID_PARAM;
     }
 
+    if (md->rcache != NULL) {
+        status = uct_syncmem_rcache_reg(md, address, length, access, level,
+                                        &memh);
+        if (status == UCS_OK) {
+            *memh_p = memh;
+        }
+        return status;
+    }
+
     memh = ucs_malloc(sizeof(*memh), "syncmem_memh");
     if (memh == NULL) {
         return UCS_ERR_NO_MEMORY;
     }
 
-    memh->mr = ibv_reg_mr(md->pd, address, length, access);
-    if (memh->mr == NULL) {
-        switch (errno) {
-        case EFAULT:
-            ucs_log(level, "syncmem: ibv_reg_mr(%p, %zu, access 0x%x) on %s:"
-                    " memory is not mapped%s", address, length, access,
-                    md->name, (access & IBV_ACCESS_LOCAL_WRITE) ?
-                    " or not writable (asked for write access)" : "");
-            status = UCS_ERR_INVALID_ADDR;
-            break;
-        case ENOMEM:
-        case EAGAIN:
-            ucs_log(level, "syncmem: ibv_reg_mr(%p, %zu) on %s: out of"
-                    " memory; check 'ulimit -l' (locked memory)", address,
-                    length, md->name);
-            status = UCS_ERR_NO_MEMORY;
-            break;
-        default:
-            ucs_log(level, "syncmem: ibv_reg_mr(%p, %zu, access 0x%x) on %s"
-                    " failed: %m", address, length, access, md->name);
-            status = UCS_ERR_IO_ERROR;
-            break;
-        }
+    status = uct_syncmem_reg_mr(md, address, length, access, level, &memh->mr);
+    if (status != UCS_OK) {
         ucs_free(memh);
         return status;
     }
 
-    *memh_p = memh;
+    memh->flags = 0;
+    *memh_p     = memh;
     return UCS_OK;
 }
 
 static ucs_status_t
 uct_syncmem_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
 {
+    uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
     uct_syncmem_mem_t *memh;
-    int ret;
 
     UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
     memh = params->memh;
 
-    ret = ibv_dereg_mr(memh->mr);
-    if (ret) {
-        ucs_error("syncmem: ibv_dereg_mr(%p) failed: %s", memh->mr->addr,
-                  strerror(ret));
-        return UCS_ERR_IO_ERROR;
+    if (memh->flags & UCT_SYNCMEM_MEM_FLAG_CACHED) {
+        uct_syncmem_rcache_dereg(md, memh);
+        return UCS_OK;
     }
+
+    uct_syncmem_dereg_mr(memh->mr);
     ucs_free(memh);
     return UCS_OK;
 }
@@ -334,11 +391,19 @@ static ucs_status_t uct_syncmem_md_open(uct_component_t *component,
         goto err_close;
     }
 
+    status = uct_syncmem_rcache_init(md, ucs_derived_of(config,
+                                                        uct_syncmem_md_config_t));
+    if (status != UCS_OK) {
+        goto err_dealloc_pd;
+    }
+
     ucs_debug("syncmem: opened md %s (%u ports, fw %s)", md_name,
               md->dev_attr.phys_port_cnt, md->dev_attr.fw_ver);
     *md_p = &md->super;
     return UCS_OK;
 
+err_dealloc_pd:
+    ibv_dealloc_pd(md->pd);
 err_close:
     ibv_close_device(md->ctx);
 err_free:

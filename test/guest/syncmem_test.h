@@ -34,7 +34,7 @@ protected:
                                             &m_worker));
         m_component = find_component("syncmem");
         ASSERT_NE(nullptr, m_component) << "syncmem component not registered";
-        m_md = open_md(m_component, m_md_name);
+        m_md = open_md(m_component, m_md_name, md_config());
         ASSERT_NE(nullptr, m_md);
     }
 
@@ -75,12 +75,23 @@ protected:
         return found;
     }
 
-    uct_md_h open_md(uct_component_h component, const std::string &name) {
+    typedef std::vector<std::pair<std::string, std::string>> config_mods_t;
+
+    // Opens an MD; mods are NAME=VALUE pairs of its config (RCACHE=n).
+    uct_md_h open_md(uct_component_h component, const std::string &name,
+                     const config_mods_t &mods = {}) {
         uct_md_config_t *config;
         uct_md_h md = nullptr;
 
         if (uct_md_config_read(component, NULL, NULL, &config) != UCS_OK) {
             return nullptr;
+        }
+        for (auto &mod : mods) {
+            if (uct_config_modify(config, mod.first.c_str(),
+                                  mod.second.c_str()) != UCS_OK) {
+                uct_config_release(config);
+                return nullptr;
+            }
         }
         if (uct_md_open(component, name.c_str(), config, &md) == UCS_OK) {
             m_mds.push_back(md);
@@ -89,11 +100,15 @@ protected:
         return md;
     }
 
+    // Config of the fixture's MD (m_md); a test class may change it.
+    virtual config_mods_t md_config() const {
+        return {};
+    }
+
     // Opens tl_name on dev_name; config_mods are NAME=VALUE pairs.
     ucs_status_t open_iface(uct_md_h md, const char *tl_name,
                             const std::string &dev_name, uct_iface_h *iface_p,
-                            const std::vector<std::pair<std::string,
-                                                        std::string>> &mods = {},
+                            const config_mods_t &mods = {},
                             uct_iface_params_t params = {},
                             uct_worker_h worker = nullptr) {
         uct_iface_config_t *config;
