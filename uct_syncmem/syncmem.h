@@ -38,6 +38,7 @@ typedef struct uct_syncmem_md_config {
     int                    rcache_mode;  /* ucs_ternary_auto_value_t */
     uct_md_rcache_config_t rcache;
     size_t                 reg_align;    /* UCS_MEMUNITS_AUTO: page size */
+    unsigned               cuda_reg_cache; /* unused CUDA registrations kept */
 } uct_syncmem_md_config_t;
 
 
@@ -50,6 +51,8 @@ typedef struct uct_syncmem_rcache_counters {
 } uct_syncmem_rcache_counters_t;
 
 
+typedef struct uct_syncmem_cuda_cache uct_syncmem_cuda_cache_t;
+
 typedef struct uct_syncmem_md {
     uct_md_t               super;
     struct ibv_context     *ctx;
@@ -57,6 +60,9 @@ typedef struct uct_syncmem_md {
     struct ibv_device_attr dev_attr;
     char                   name[UCT_MD_NAME_MAX];  /* verbs device name */
     ucs_rcache_t           *rcache;   /* NULL: every mem_reg registers */
+    uct_syncmem_cuda_cache_t *cuda;   /* NULL: no CUDA driver */
+    int                    dmabuf;    /* the device takes dma-buf MRs */
+    int                    peermem;   /* a peer-memory module is loaded */
     size_t                 reg_align;
     int                    closing;
     uct_syncmem_rcache_counters_t rcache_counters;
@@ -81,7 +87,8 @@ typedef struct uct_syncmem_mem {
 } uct_syncmem_mem_t;
 
 enum {
-    UCT_SYNCMEM_MEM_FLAG_CACHED = UCS_BIT(0)  /* in a uct_syncmem_rregion_t */
+    UCT_SYNCMEM_MEM_FLAG_CACHED = UCS_BIT(0), /* in a uct_syncmem_rregion_t */
+    UCT_SYNCMEM_MEM_FLAG_CUDA   = UCS_BIT(1)  /* in a uct_syncmem_cuda_region_t */
 };
 
 
@@ -250,7 +257,32 @@ int uct_syncmem_md_access(unsigned flags);
 ucs_status_t uct_syncmem_reg_mr(uct_syncmem_md_t *md, void *address,
                                 size_t length, int access,
                                 ucs_log_level_t level, struct ibv_mr **mr_p);
+ucs_status_t uct_syncmem_reg_dmabuf_mr(uct_syncmem_md_t *md, int fd,
+                                       uint64_t offset, size_t length,
+                                       uintptr_t iova, int access,
+                                       ucs_log_level_t level,
+                                       struct ibv_mr **mr_p);
 void uct_syncmem_dereg_mr(struct ibv_mr *mr);
+/* Registers length bytes at offset of dma-buf fd, which the caller has
+ * mapped at address (the address remote keys refer to). A syncmem
+ * extension: UCX 1.13's UCT has no dma-buf in its API. */
+ucs_status_t uct_syncmem_md_mem_reg_dmabuf(uct_md_h md, int fd,
+                                           uint64_t offset, size_t length,
+                                           void *address, unsigned flags,
+                                           uct_mem_h *memh_p);
+
+/* syncmem_cuda.c */
+ucs_status_t uct_syncmem_cuda_init(uct_syncmem_md_t *md, unsigned max_unused);
+void uct_syncmem_cuda_cleanup(uct_syncmem_md_t *md);
+int uct_syncmem_cuda_can_reg(const uct_syncmem_md_t *md);
+ucs_status_t uct_syncmem_cuda_reg(uct_syncmem_md_t *md, void *address,
+                                  size_t length, int access,
+                                  ucs_log_level_t level,
+                                  uct_syncmem_mem_t **memh_p);
+void uct_syncmem_cuda_dereg(uct_syncmem_md_t *md, uct_syncmem_mem_t *memh);
+ucs_status_t uct_syncmem_cuda_detect(uct_md_h md, const void *address,
+                                     size_t length,
+                                     ucs_memory_type_t *mem_type_p);
 
 /* syncmem_rcache.c */
 ucs_status_t uct_syncmem_rcache_init(uct_syncmem_md_t *md,

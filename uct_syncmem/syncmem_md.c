@@ -12,6 +12,7 @@
 #include <ucs/sys/string.h>
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 
 static ucs_config_field_t uct_syncmem_md_config_table[] = {
@@ -39,6 +40,14 @@ static ucs_config_field_t uct_syncmem_md_config_table[] = {
      "2M suits buffers in huge pages.",
      ucs_offsetof(uct_syncmem_md_config_t, reg_align),
      UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"CUDA_REG_CACHE", "16",
+     "How many unused registrations of CUDA memory to keep for reuse. They\n"
+     "are found by the driver's buffer id, so memory freed and allocated\n"
+     "again, even at the same address, is registered anew; but a kept one\n"
+     "holds its GPU memory until evicted (0: release at mem_dereg).",
+     ucs_offsetof(uct_syncmem_md_config_t, cuda_reg_cache),
+     UCS_CONFIG_TYPE_UINT},
 
     {NULL}
 };
@@ -112,6 +121,7 @@ static void uct_syncmem_md_close(uct_md_h tl_md)
     uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
 
     uct_syncmem_rcache_cleanup(md);
+    uct_syncmem_cuda_cleanup(md);
     ibv_dealloc_pd(md->pd);
     ibv_close_device(md->ctx);
     ucs_free(md);
@@ -127,7 +137,14 @@ static ucs_status_t uct_syncmem_md_query(uct_md_h tl_md,
     attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     attr->cap.alloc_mem_types  = 0;
     attr->cap.detect_mem_types = 0;
+    /* what the CPU can touch: short and bcopy only ever see host memory */
     attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    if (md->cuda != NULL) {
+        attr->cap.detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+        if (uct_syncmem_cuda_can_reg(md)) {
+            attr->cap.reg_mem_types |= UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+        }
+    }
     attr->cap.max_alloc        = 0;
     attr->cap.max_reg          = md->dev_attr.max_mr_size;
     attr->rkey_packed_size     = sizeof(uct_syncmem_packed_rkey_t);
@@ -194,6 +211,76 @@ ucs_status_t uct_syncmem_reg_mr(uct_syncmem_md_t *md, void *address,
     }
 }
 
+ucs_status_t uct_syncmem_reg_dmabuf_mr(uct_syncmem_md_t *md, int fd,
+                                       uint64_t offset, size_t length,
+                                       uintptr_t iova, int access,
+                                       ucs_log_level_t level,
+                                       struct ibv_mr **mr_p)
+{
+    struct ibv_mr *mr;
+
+    mr = ibv_reg_dmabuf_mr(md->pd, offset, length, iova, fd, access);
+    if (mr != NULL) {
+        *mr_p = mr;
+        return UCS_OK;
+    }
+
+    if ((errno == EOPNOTSUPP) || (errno == ENOSYS)) {
+        ucs_log(level, "syncmem: ibv_reg_dmabuf_mr(fd %d, %zu bytes) on %s:"
+                " %m; this device (its kernel driver or rdma-core provider)"
+                " does not take dma-bufs", fd, length, md->name);
+        return UCS_ERR_UNSUPPORTED;
+    }
+    ucs_log(level, "syncmem: ibv_reg_dmabuf_mr(fd %d, offset %lu, %zu bytes,"
+            " access 0x%x) on %s failed: %m", fd, offset, length, access,
+            md->name);
+    return (errno == ENOMEM) ? UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
+}
+
+ucs_status_t uct_syncmem_md_mem_reg_dmabuf(uct_md_h tl_md, int fd,
+                                           uint64_t offset, size_t length,
+                                           void *address, unsigned flags,
+                                           uct_mem_h *memh_p)
+{
+    uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
+    uct_syncmem_mem_t *memh;
+    ucs_status_t status;
+
+    memh = ucs_calloc(1, sizeof(*memh), "syncmem_memh");
+    if (memh == NULL) {
+        return UCS_ERR_NO_MEMORY;
+    }
+
+    status = uct_syncmem_reg_dmabuf_mr(md, fd, offset, length,
+                                       (uintptr_t)address,
+                                       uct_syncmem_md_access(flags),
+                                       uct_md_reg_log_lvl(flags), &memh->mr);
+    if (status != UCS_OK) {
+        ucs_free(memh);
+        return status;
+    }
+    *memh_p = memh;
+    return UCS_OK;
+}
+
+/* Whether the device takes dma-buf MRs at all: a driver without them
+ * refuses before it looks at the fd, one with them fails on fd -1. */
+static int uct_syncmem_md_probe_dmabuf(uct_syncmem_md_t *md)
+{
+    struct ibv_mr *mr;
+
+    mr = ibv_reg_dmabuf_mr(md->pd, 0, ucs_get_page_size(), 0, -1,
+                           IBV_ACCESS_LOCAL_WRITE);
+    if (mr != NULL) {
+        ibv_dereg_mr(mr);   /* cannot happen; be safe */
+        return 1;
+    }
+    ucs_debug("syncmem: %s: dma-buf MRs %s (probe: %m)", md->name,
+              ((errno == EOPNOTSUPP) || (errno == ENOSYS)) ?
+              "not supported" : "supported");
+    return (errno != EOPNOTSUPP) && (errno != ENOSYS);
+}
+
 void uct_syncmem_dereg_mr(struct ibv_mr *mr)
 {
     void *address = mr->addr;
@@ -221,6 +308,17 @@ static ucs_status_t uct_syncmem_mem_reg(uct_md_h tl_md, void *address,
         ucs_log(level, "syncmem: cannot register 0 bytes at %p on %s",
                 address, md->name);
         return UCS_ERR_INVALID_PARAM;
+    }
+
+    if (md->cuda != NULL) {
+        status = uct_syncmem_cuda_reg(md, address, length, access, level,
+                                      &memh);
+        if (status != UCS_ERR_NO_ELEM) {  /* NO_ELEM: not CUDA memory */
+            if (status == UCS_OK) {
+                *memh_p = memh;
+            }
+            return status;
+        }
     }
 
     if (md->rcache != NULL) {
@@ -259,6 +357,9 @@ uct_syncmem_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
 
     if (memh->flags & UCT_SYNCMEM_MEM_FLAG_CACHED) {
         uct_syncmem_rcache_dereg(md, memh);
+        return UCS_OK;
+    } else if (memh->flags & UCT_SYNCMEM_MEM_FLAG_CUDA) {
+        uct_syncmem_cuda_dereg(md, memh);
         return UCS_OK;
     }
 
@@ -318,7 +419,7 @@ static uct_md_ops_t uct_syncmem_md_ops = {
     .mem_query          = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
     .mkey_pack          = uct_syncmem_mkey_pack,
     .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero,
-    .detect_memory_type = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported
+    .detect_memory_type = uct_syncmem_cuda_detect
 };
 
 static struct ibv_context *uct_syncmem_device_open(const char *name)
@@ -357,6 +458,7 @@ static ucs_status_t uct_syncmem_md_open(uct_component_t *component,
                                         const uct_md_config_t *config,
                                         uct_md_h *md_p)
 {
+    const uct_syncmem_md_config_t *md_config;
     uct_syncmem_md_t *md;
     ucs_status_t status;
     int ret;
@@ -391,10 +493,18 @@ static ucs_status_t uct_syncmem_md_open(uct_component_t *component,
         goto err_close;
     }
 
-    status = uct_syncmem_rcache_init(md, ucs_derived_of(config,
-                                                        uct_syncmem_md_config_t));
+    md_config   = ucs_derived_of(config, uct_syncmem_md_config_t);
+    md->dmabuf  = uct_syncmem_md_probe_dmabuf(md);
+    md->peermem = !access("/sys/module/nvidia_peermem", F_OK) ||
+                  !access("/sys/kernel/mm/memory_peers/nv_mem/version", F_OK);
+    status = uct_syncmem_cuda_init(md, md_config->cuda_reg_cache);
     if (status != UCS_OK) {
         goto err_dealloc_pd;
+    }
+
+    status = uct_syncmem_rcache_init(md, md_config);
+    if (status != UCS_OK) {
+        goto err_cuda_cleanup;
     }
 
     ucs_debug("syncmem: opened md %s (%u ports, fw %s)", md_name,
@@ -402,6 +512,8 @@ static ucs_status_t uct_syncmem_md_open(uct_component_t *component,
     *md_p = &md->super;
     return UCS_OK;
 
+err_cuda_cleanup:
+    uct_syncmem_cuda_cleanup(md);
 err_dealloc_pd:
     ibv_dealloc_pd(md->pd);
 err_close:

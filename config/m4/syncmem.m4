@@ -118,3 +118,18 @@ AC_DEFUN([SYNCMEM_CHECK_MPI], [
     AC_PATH_PROG([MPICC], [mpicc])
     AM_CONDITIONAL([HAVE_MPI], [test -n "$MPICC"])
 ])
+
+# The CUDA driver API header, only to check syncmem_cuda.h's copies of its
+# values (the module itself loads libcuda.so.1 at run time, if present).
+AC_DEFUN([SYNCMEM_CHECK_CUDA_H], [
+    AC_ARG_WITH([cuda],
+        [AS_HELP_STRING([--with-cuda=DIR],
+                        [CUDA toolkit, for cuda.h (default /usr/local/cuda)])],
+        [], [with_cuda=/usr/local/cuda])
+    CUDA_CPPFLAGS=
+    AS_IF([test "x$with_cuda" != xno && test -f "$with_cuda/include/cuda.h"],
+          [CUDA_CPPFLAGS="-I$with_cuda/include"])
+    AC_SUBST([CUDA_CPPFLAGS])
+    AC_SUBST([with_cuda])
+    AM_CONDITIONAL([HAVE_CUDA_H], [test -n "$CUDA_CPPFLAGS"])
+])

@@ -1,0 +1,33 @@
+// syncmem_cuda.h copies the few CUDA driver API values the module uses, so
+// that it builds and loads without CUDA; where cuda.h is installed, they
+// must match it.
+#include <gtest/gtest.h>
+
+#include <cuda.h>
+
+extern "C" {
+#include "uct_syncmem/syncmem_cuda.h"
+}
+
+TEST(cuda, driver_api_values_match_cuda_h)
+{
+    EXPECT_EQ(CUDA_SUCCESS, UCT_SYNCMEM_CU_SUCCESS);
+    EXPECT_EQ(CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+              UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_MEMORY_TYPE);
+    EXPECT_EQ(CU_POINTER_ATTRIBUTE_BUFFER_ID,
+              UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_BUFFER_ID);
+    EXPECT_EQ(CU_POINTER_ATTRIBUTE_IS_MANAGED,
+              UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_IS_MANAGED);
+    EXPECT_EQ(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+              UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_RANGE_START);
+    EXPECT_EQ(CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+              UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_RANGE_SIZE);
+    EXPECT_EQ(CU_MEMORYTYPE_DEVICE, UCT_SYNCMEM_CU_MEMORYTYPE_DEVICE);
+    EXPECT_EQ(CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+              UCT_SYNCMEM_CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD);
+    EXPECT_EQ(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
+              UCT_SYNCMEM_CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED);
+    EXPECT_EQ(sizeof(CUdeviceptr), sizeof(uct_syncmem_cu_ptr_t));
+    EXPECT_EQ(sizeof(CUresult), sizeof(uct_syncmem_cu_result_t));
+    EXPECT_EQ(sizeof(CUdevice), sizeof(uct_syncmem_cu_device_t));
+}
