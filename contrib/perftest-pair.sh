@@ -5,6 +5,7 @@
 #
 #   contrib/perftest-pair.sh [--env VAR=VALUE]... -- ucx_perftest-args...
 #   contrib/perftest-pair.sh --raw TOOL -- TOOL-args...  (ib_write_bw, ...)
+#   --wrap "CMD ARGS": run the client ucx_perftest under CMD (valgrind ...)
 #
 # ucx_perftest runs with syncmem loaded (syncmem-run); --raw runs an
 # rdma-core perftest tool instead. Prints the client's output, then a line
@@ -16,11 +17,12 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 run="$top/contrib/syncmem-run"
 port=${SYNCMEM_PERFTEST_PORT:-13337}
 
-case "$1" in -h|--help) sed -n '3,15s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-tool="$run ucx_perftest" raw=
+case "$1" in -h|--help) sed -n '3,16s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+tool="$run ucx_perftest" raw= wrap=
 while [ $# -gt 0 ]; do
     case "$1" in
         --env) export "$2"; shift 2 ;;
+        --wrap) wrap=$2; shift 2 ;;
         --raw) tool=$2 raw=1; port=${SYNCMEM_RAW_PORT:-18515}; shift 2 ;;
         --)    shift; break ;;
         *)     break ;;
@@ -57,8 +59,8 @@ if [ -n "$raw" ]; then
         -p "$port" "$@" 127.0.0.1 > "$tmp/client" 2>&1
 else
     # shellcheck disable=SC2086
-    /usr/bin/time -f '%U %S' -o "$tmp/cpu" timeout 110 $tool 127.0.0.1 \
-        -p "$port" -c 1 "$@" > "$tmp/client" 2>&1
+    /usr/bin/time -f '%U %S' -o "$tmp/cpu" timeout 110 $run $wrap ucx_perftest \
+        127.0.0.1 -p "$port" -c 1 "$@" > "$tmp/client" 2>&1
 fi
 crc=$?
 wait $server
