@@ -6,10 +6,15 @@
 #  - ucx_perftest, UCP level: UCX_TLS=syncmem and UCX_TLS=rc_verbs,ud_verbs;
 #  - rdma-core perftest (ib_write_bw, ib_read_bw, ib_write_lat,
 #    ib_atomic_lat): the raw verbs ceiling of this device;
+#  - user-space instructions per operation (callgrind.sh);
+#  - the registration cache: one registration's cost, UCP put bandwidth
+#    with the cache on and off;
 #  - message-size sweeps of put bandwidth and latency.
-# It prints one table (medians of --reps runs, syncmem / rc_verbs and
-# syncmem / raw verbs ratios) and writes
-# bench-results/results.csv, sweep.csv and bandwidth.png, latency.png.
+# It prints the tables (medians of --reps runs, syncmem / rc_verbs and
+# syncmem / raw verbs ratios) and writes bench-results/results.csv,
+# callgrind.csv, regcost.txt, rcache.csv, sweep.csv and the plots
+# bandwidth.png, latency.png. --only REGEX selects tests of the main table
+# and the sections 'callgrind' and 'rcache' by name.
 #
 #   contrib/bench.sh [--no-build] [--reps N] [--only REGEX] [--sweep|--no-sweep]
 #                    [--min-size BYTES] [--max-size BYTES]
@@ -72,6 +77,7 @@ guest_main() {
     tests="put_lat:uct:3:-t put_lat -D short -s 8 -n 3000 -w 100:ib_write_lat:-s 8 -n 3000
 put_bw_64k_zcopy:uct:7:-t put_bw -D zcopy -s 65536 -n 600 -w 100:ib_write_bw:-s 65536 -n 600
 get_64k_zcopy:uct:7:-t get -D zcopy -s 65536 -n 600 -w 100:ib_read_bw:-s 65536 -n 600
+put_mr_8b:uct:9:-t put_bw -D short -s 8 -n 20000 -w 100::
 put_bw_4k_bcopy:uct:7:-t put_bw -D bcopy -s 4096 -n 2000 -w 100:ib_write_bw:-s 4096 -n 2000
 get_4k_bcopy:uct:7:-t get -D bcopy -s 4096 -n 2000 -w 100:ib_read_bw:-s 4096 -n 2000
 am_lat:uct:3:-t am_lat -D short -s 8 -n 3000 -w 100::
@@ -87,10 +93,21 @@ ucp_fadd:ucp:3:-t ucp_fadd -n 2000 -w 100::
 ucp_cswap:ucp:3:-t ucp_cswap -n 2000 -w 100::
 tag_lat:ucp:3:-t tag_lat -s 8 -n 2000 -w 100::
 tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
-    tests=$(echo "$tests" | grep -E "^(${only:-.*})")
+    tests=$(echo "$tests" | grep -E "^(${only:-.*})" || true)
+    [ -z "$tests" ] || main_table
+    if [ -z "$only" ] || echo callgrind | grep -qE "^($only)"; then
+        "$top/contrib/callgrind.sh" "$out"
+    fi
+    if [ -z "$only" ] || echo rcache | grep -qE "^($only)"; then
+        rcache_main "$reps" "$out"
+    fi
+    if [ "$sweep" = yes ]; then sweep_main; fi
+}
 
+# The main table: $tests, $reps times, interleaved.
+main_table() {
     echo "test,transport,rep,value" > "$out/results.csv"
-    total=$(( $(echo "$tests" | wc -l) * 2 + $(echo "$tests" | grep -c ':ib_') ))
+    total=$(( $(echo "$tests" | wc -l) * 2 + $(echo "$tests" | grep -c ':ib_' || true) ))
     step=0
     rep=1
     while [ "$rep" -le "$reps" ]; do
@@ -125,8 +142,10 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     done
     echo "   Ratios are syncmem / other: below 1.00 is better for latency, above 1.00"
     echo "   for bandwidth."
+}
 
-    [ "$sweep" = yes ] || return 0
+# Message-size sweeps of put bandwidth and latency, and the plots.
+sweep_main() {
     echo "size,transport,put_bw_MBps,put_lat_us" > "$out/sweep.csv"
     for size in 8 64 512 4096 32768 262144 1048576 4194304; do
         [ "$size" -ge "$min_size" ] && [ "$size" -le "$max_size" ] || continue
@@ -149,6 +168,38 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     column -t -s, "$out/sweep.csv"
     plot "$out"
 }
+
+# The registration cache: what one registration costs, and UCP put
+# bandwidth (UCP 1.13 registers the send buffer of every zcopy put) with
+# the cache on and off.
+rcache_main() {
+    reps=$1 out=$2
+    echo "== one registration (usec): cache off registers, cache on hits"
+    "$top/contrib/syncmem-run" "$top/contrib/regcost" "$ibdev" |
+        tee "$out/regcost.txt"
+    echo "size,rcache,rep,MBps" > "$out/rcache.csv"
+    rep=1
+    while [ "$rep" -le "$reps" ]; do
+        for size in 65536 262144 1048576 4194304; do
+            n=$((67108864 / size)); [ $n -gt 600 ] && n=600
+            for rc in y n; do
+                echo "   [rep $rep/$reps] rcache=$rc ucp_put_bw $size" >&2
+                v=$(export UCX_SYNCMEM_RCACHE=$rc
+                    measure syncmem ucp 7 -t ucp_put_bw -s $size -n $n -w 10)
+                echo "$size,$rc,$rep,$v" >> "$out/rcache.csv"
+            done
+        done
+        rep=$((rep + 1))
+    done
+    echo "== UCP put bandwidth (MB/s, UCX_TLS=syncmem), registration cache on / off"
+    printf '%-9s %9s %9s %7s\n' bytes on off on/off
+    for size in 65536 262144 1048576 4194304; do
+        m() { grep "^$size,$1," "$out/rcache.csv" | cut -d, -f4 | median; }
+        on=$(m y) off=$(m n)
+        printf '%-9s %9s %9s %7s\n' "$size" "$on" "$off" "$(ratio "$on" "$off")"
+    done
+}
+
 
 plot() {
     command -v gnuplot >/dev/null || { echo "(gnuplot missing: no plots)"; return 0; }
@@ -198,7 +249,7 @@ fi
 reps=3 only= sweep=yes min_size=0 max_size=4194304
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help)  sed -n '3,21s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help)  sed -n '3,27s/^# \{0,1\}//p' "$0"; exit 0 ;;
         --no-build) nobuild=1 ;;
         --reps)     reps=$2; shift ;;
         --only)     only=$2; shift ;;
