@@ -20,13 +20,14 @@ esac
 
 # Build: UCX dev files + tools, verbs, googletest, autotools.
 # Tests and benchmarks: qemu and busybox for the guest, verbs utilities,
-# perftest, iproute2 for the guest's network, Open MPI for the MPI test,
+# perftest, iproute2 for the guest's network, Open MPI and MPICH for the MPI
+# tests,
 # libdrm headers for the dma-buf test (vgem).
 pkgs="libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
       ibverbs-providers perftest googletest autoconf automake libtool
       pkg-config make g++ dpkg-dev qemu-system-x86 busybox-static kmod cpio
-      iproute2 openmpi-bin libopenmpi-dev time gnuplot-nox bsdextrautils
-      libdrm-dev"
+      iproute2 openmpi-bin libopenmpi-dev mpich libmpich-dev time gnuplot-nox
+      bsdextrautils libdrm-dev"
 
 if [ "$install" = yes ]; then
     missing=

@@ -117,6 +117,8 @@ AC_DEFUN([SYNCMEM_CHECK_GTEST], [
 AC_DEFUN([SYNCMEM_CHECK_MPI], [
     AC_PATH_PROG([MPICC], [mpicc])
     AM_CONDITIONAL([HAVE_MPI], [test -n "$MPICC"])
+    AC_PATH_PROG([MPICC_MPICH], [mpicc.mpich])
+    AM_CONDITIONAL([HAVE_MPICH], [test -n "$MPICC_MPICH"])
 ])
 
 # The CUDA driver API header, only to check syncmem_cuda.h's copies of its

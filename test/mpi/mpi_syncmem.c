@@ -1,5 +1,5 @@
 /*
- * An MPI program for Open MPI over UCX with UCX_TLS=syncmem: point to
+ * An MPI program for Open MPI and MPICH over UCX with UCX_TLS=syncmem: point to
  * point of many sizes, nonblocking collectives, and one-sided put, get,
  * accumulate, fetch-and-op and compare-and-swap under contention from all
  * ranks. Every result is checked exactly; any mismatch aborts the job.
@@ -120,12 +120,17 @@ static void test_rma(void)
     if (rank == 0) {
         acc[1] = -1;
     }
-    MPI_Win_fence(0, win);
+    /* the last fence must end the active-target epochs: passive-target
+     * (lock_all) epochs may not overlap them (MPICH relies on it) */
+    MPI_Win_fence(MPI_MODE_NOSUCCEED, win);
+    /* origin buffers stay untouched until the epoch ends (an MPI may read
+     * them late, as MPICH does): one value per round, the rest constant */
+    int64_t v[ROUNDS], mask = ~((int64_t)1 << (rank % 60));
+    int64_t bit = (int64_t)1 << rank, x = (int64_t)0x5555 << rank;
     MPI_Win_lock_all(0, win);
     for (int r = 0; r < ROUNDS; ++r) {
-        int64_t v = r + 1, mask = ~((int64_t)1 << (rank % 60)), bit = (int64_t)1 << rank;
-        int64_t x = (int64_t)0x5555 << rank;
-        MPI_Accumulate(&v, 1, MPI_INT64_T, 0, N + 0, 1, MPI_INT64_T, MPI_SUM, win);
+        v[r] = r + 1;
+        MPI_Accumulate(&v[r], 1, MPI_INT64_T, 0, N + 0, 1, MPI_INT64_T, MPI_SUM, win);
         MPI_Accumulate(&mask, 1, MPI_INT64_T, 0, N + 1, 1, MPI_INT64_T, MPI_BAND, win);
         MPI_Accumulate(&bit, 1, MPI_INT64_T, 0, N + 2, 1, MPI_INT64_T, MPI_BOR, win);
         MPI_Accumulate(&x, 1, MPI_INT64_T, 0, N + 3, 1, MPI_INT64_T, MPI_BXOR, win);
