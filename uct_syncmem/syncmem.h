@@ -219,6 +219,13 @@ struct uct_syncmem_iface {
     ucs_mpool_t        tx_mp;     /* uct_syncmem_desc_t + seg_size bytes */
     struct ibv_mr      *tx_mr;    /* registered tx_mp chunks */
     int                cq_available;
+    /* Work requests of put_short and am_short, filled once: each call only
+     * sets what changes. Posting copies them, so one per iface will do. */
+    struct {
+        struct ibv_send_wr wr;
+        struct ibv_sge     sge[2];
+    } inl_put, inl_am;
+    struct ibv_send_wr *bad_wr;   /* ibv_post_send's, never read */
     struct {
         struct ibv_srq  *srq;     /* receive buffers of all its QPs */
         struct ibv_cq   *cq;

@@ -228,8 +228,8 @@ ucs_status_t uct_syncmem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_send_wr wr;
-    struct ibv_sge sge[2];
+    struct ibv_send_wr *wr     = &iface->inl_am.wr;
+    struct ibv_sge *sge        = iface->inl_am.sge;
     ucs_status_t status;
 
     UCT_CHECK_AM_ID(id);
@@ -240,16 +240,15 @@ ucs_status_t uct_syncmem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         return status;
     }
 
-    sge[0].addr   = (uintptr_t)&hdr;
-    sge[0].length = sizeof(hdr);
-    sge[0].lkey   = 0;
-    sge[1].addr   = (uintptr_t)payload;
-    sge[1].length = length;
-    sge[1].lkey   = 0;
-    uct_syncmem_wr_send(&wr, id, sge, 2);
-    wr.send_flags = IBV_SEND_INLINE;
+    /* inline: copied while posting, so &hdr may live on this stack */
+    sge[0].addr    = (uintptr_t)&hdr;
+    sge[0].length  = sizeof(hdr);
+    sge[1].addr    = (uintptr_t)payload;
+    sge[1].length  = length;
+    wr->imm_data   = htonl(id);
+    wr->send_flags = IBV_SEND_INLINE;
     UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, sizeof(hdr) + length);
-    return uct_syncmem_ep_post(iface, ep, &wr, NULL, 0);
+    return uct_syncmem_ep_post(iface, ep, wr, NULL, 0);
 }
 
 ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,

@@ -380,6 +380,17 @@ static uint8_t uct_syncmem_rc_timeout_exp(double seconds)
     return (uint8_t)ucs_max(1, ucs_min(31, exp));
 }
 
+static void uct_syncmem_iface_inline_wr_init(struct ibv_send_wr *wr,
+                                             struct ibv_sge *sge, int num_sge,
+                                             enum ibv_wr_opcode opcode)
+{
+    memset(wr, 0, sizeof(*wr));
+    memset(sge, 0, sizeof(*sge) * num_sge);
+    wr->opcode  = opcode;
+    wr->sg_list = sge;
+    wr->num_sge = num_sge;
+}
+
 /* What the device grants for our QP shape (inline size, SGEs): ask it by
  * creating one QP, so iface_query reports real limits before any ep. */
 static ucs_status_t uct_syncmem_iface_probe_qp(uct_syncmem_iface_t *iface)
@@ -494,6 +505,10 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err_channel;
     }
     self->cq_available = config->tx_cq_len;
+    uct_syncmem_iface_inline_wr_init(&self->inl_put.wr, self->inl_put.sge, 1,
+                                     IBV_WR_RDMA_WRITE);
+    uct_syncmem_iface_inline_wr_init(&self->inl_am.wr, self->inl_am.sge, 2,
+                                     IBV_WR_SEND_WITH_IMM);
 
     status = uct_syncmem_rx_init(self, params, config);
     if (status != UCS_OK) {

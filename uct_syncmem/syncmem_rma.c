@@ -26,8 +26,7 @@ ucs_status_t uct_syncmem_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_send_wr wr;
-    struct ibv_sge sge;
+    struct ibv_send_wr *wr     = &iface->inl_put.wr;
     ucs_status_t status;
 
     UCT_CHECK_LENGTH(length, 0, iface->config.max_inline, "put_short");
@@ -36,13 +35,14 @@ ucs_status_t uct_syncmem_ep_put_short(uct_ep_h tl_ep, const void *buffer,
         return status;
     }
 
-    sge.addr   = (uintptr_t)buffer;
-    sge.length = length;
-    sge.lkey   = 0; /* inline: the CPU copies it, no key needed */
-    uct_syncmem_wr_rdma(&wr, IBV_WR_RDMA_WRITE, &sge, 1, remote_addr, rkey);
-    wr.send_flags = IBV_SEND_INLINE;
+    /* inline: the CPU copies the data, no lkey needed */
+    iface->inl_put.sge[0].addr   = (uintptr_t)buffer;
+    iface->inl_put.sge[0].length = length;
+    wr->wr.rdma.remote_addr      = remote_addr;
+    wr->wr.rdma.rkey             = (uint32_t)rkey;
+    wr->send_flags               = IBV_SEND_INLINE;
     UCT_TL_EP_STAT_OP(&ep->super, PUT, SHORT, length);
-    return uct_syncmem_ep_post(iface, ep, &wr, NULL, 0);
+    return uct_syncmem_ep_post(iface, ep, wr, NULL, 0);
 }
 
 ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,

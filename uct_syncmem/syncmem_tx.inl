@@ -40,17 +40,34 @@ uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
     return UCS_ERR_NO_RESOURCE;
 }
 
+/* ibv_post_send failed: the QP is broken. Give back what the post took;
+ * kept out of line so that the fast path keeps no more state across it. */
+static UCS_F_NOINLINE ucs_status_t
+uct_syncmem_ep_post_failed(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
+                           int ret)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+
+    --ep->tx.sn;
+    ++ep->tx.available;
+    ++iface->cq_available;
+    ucs_error("syncmem: ibv_post_send(QP 0x%x, opcode %d) failed: %s",
+              ep->qp->qp_num, wr->opcode, strerror(ret));
+    return UCS_ERR_IO_ERROR;
+}
+
 /*
  * Post one work request. It is signalled when an op waits on it (a user
  * completion, fetched data), and otherwise every tx_moderation requests so
  * that send queue slots come back; a completion retires every request up
- * to it, because RC completes in order.
+ * to it, because RC completes in order. The bookkeeping comes before the
+ * post, so that after it only the endpoint is needed.
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_ep_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
                     struct ibv_send_wr *wr, uct_syncmem_op_t *op, int signal)
 {
-    struct ibv_send_wr *bad_wr;
     uint16_t sn = ep->tx.sn + 1;
     int ret;
 
@@ -65,16 +82,14 @@ uct_syncmem_ep_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     wr->wr_id = sn;
     wr->next  = NULL;
 
-    ret = ibv_post_send(ep->qp, wr, &bad_wr);
-    if (ucs_unlikely(ret != 0)) {
-        ucs_error("syncmem: ibv_post_send(QP 0x%x, opcode %d) failed: %s",
-                  ep->qp->qp_num, wr->opcode, strerror(ret));
-        return UCS_ERR_IO_ERROR;
-    }
-
     ep->tx.sn = sn;
     --ep->tx.available;
     --iface->cq_available;
+    ret = ibv_post_send(ep->qp, wr, &iface->bad_wr);
+    if (ucs_unlikely(ret != 0)) {
+        return uct_syncmem_ep_post_failed(ep, wr, ret);
+    }
+
     if (op != NULL) {
         op->sn = sn;
         ucs_queue_push(&ep->tx.outstanding, &op->queue);
