@@ -106,6 +106,7 @@ typedef struct uct_syncmem_iface_config {
     unsigned           tx_max_sge;
     size_t             seg_size;      /* bcopy bounce buffer size */
     ucs_time_t         cm_timeout;    /* handshake retransmit interval */
+    ucs_time_t         keepalive_interval;
     unsigned           cm_retries;
     double             rc_timeout;    /* RC ack timeout, seconds */
     unsigned           rc_retry_count;
@@ -197,6 +198,8 @@ typedef struct uct_syncmem_cm {
     uint64_t         next_conn_id;
     unsigned         connecting;     /* endpoints waiting for a reply */
     ucs_list_link_t  passive;        /* uct_syncmem_cm_passive_t */
+    int              keepalive_id;   /* async timer; -1: none */
+    unsigned         probes_posted;  /* keepalive writes in flight */
     struct uct_syncmem_cm_retired_ah *retired;
 } uct_syncmem_cm_t;
 
@@ -248,6 +251,7 @@ struct uct_syncmem_iface {
         size_t         seg_size;
         ucs_time_t     cm_timeout;
         unsigned       cm_retries;
+        ucs_time_t     keepalive_interval;
         uint8_t        rc_timeout;      /* IB encoding: 4.096us * 2^N */
         uint8_t        rc_retry_count;
         uint8_t        rc_rnr_retry_count;
@@ -320,6 +324,7 @@ ucs_status_t uct_syncmem_query_tl_devices(uct_md_h md,
 void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
                               struct ibv_qp_init_attr *init);
 ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
+                                   struct ibv_cq *send_cq,
                                    struct ibv_qp **qp_p);
 ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,
                                     struct ibv_qp *qp,
@@ -335,6 +340,8 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface);
 void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface);
 ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep);
 void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep);
+/* For tests: connections this iface accepted and still holds */
+unsigned uct_syncmem_iface_num_passive(uct_iface_h iface);
 unsigned uct_syncmem_cm_progress(uct_syncmem_iface_t *iface);
 
 enum {

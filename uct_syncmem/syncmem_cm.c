@@ -20,6 +20,15 @@
  * duplicate REP finds no connecting endpoint and is dropped. DREQ, best
  * effort, releases the passive QP when the endpoint is destroyed.
  *
+ * Keepalive: a passive QP whose peer died, or whose DREQ was lost, would
+ * stay until the iface closes: an RC responder never notices that its
+ * requester is gone. So every UCX_SYNCMEM_KEEPALIVE_INTERVAL each passive QP
+ * sends an empty RDMA write. The peer's HCA acknowledges it with no
+ * software involved, as long as the peer's QP exists; when it does not
+ * (process gone, endpoint destroyed), the write fails after the RC retries
+ * and the passive QP is released. Passive QPs complete on the CM's CQ, so
+ * all of this runs in the async context, like the handshake.
+ *
  * Threads: the peer must answer even when it is not calling progress (a
  * one-sided target need never call it), so the CM QP's completions raise
  * an event handled in UCX's async context, which accepts REQ and DREQ and
@@ -42,6 +51,7 @@
 #define UCT_SYNCMEM_CM_SENDS    16
 #define UCT_SYNCMEM_CM_GRH_LEN  40          /* UD receives start with it */
 #define UCT_SYNCMEM_CM_SLOT     128
+#define UCT_SYNCMEM_CM_PROBES   32          /* keepalive writes in flight */
 
 enum {
     UCT_SYNCMEM_CM_REQ  = 1,
@@ -68,6 +78,7 @@ typedef struct uct_syncmem_cm_passive {
     uint64_t        peer_iface_id;
     uint64_t        conn_id;
     uint32_t        peer_cm_qpn;
+    int             probing;     /* a keepalive write is in flight */
     struct ibv_qp   *qp;
     struct ibv_ah   *ah;
 } uct_syncmem_cm_passive_t;
@@ -256,6 +267,8 @@ uct_syncmem_cm_find_passive(uct_syncmem_iface_t *iface,
 static void uct_syncmem_cm_passive_destroy(uct_syncmem_iface_t *iface,
                                            uct_syncmem_cm_passive_t *p)
 {
+    /* a flushed probe may still complete: it finds no passive QP then */
+    iface->cm.probes_posted -= p->probing;
     ucs_list_del(&p->list);
     ibv_destroy_qp(p->qp);
     uct_syncmem_cm_retire_ah(iface, p->ah);
@@ -287,7 +300,7 @@ static void uct_syncmem_cm_handle_req(uct_syncmem_iface_t *iface,
         p->conn_id       = msg->conn_id;
         p->peer_cm_qpn   = msg->src_cm_qpn;
 
-        if (uct_syncmem_qp_create(iface, &p->qp) != UCS_OK) {
+        if (uct_syncmem_qp_create(iface, iface->cm.cq, &p->qp) != UCS_OK) {
             goto err_free;
         }
         if ((uct_syncmem_qp_connect(iface, p->qp, peer, msg->rc_qpn) != UCS_OK) ||
@@ -362,6 +375,58 @@ static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
     }
 }
 
+/* Async timer: an empty RDMA write on each passive QP, as far as the CQ
+ * has room; the list rotates, so that every connection gets its turn. */
+static void uct_syncmem_cm_keepalive(int id, ucs_event_set_types_t events,
+                                     void *arg)
+{
+    uct_syncmem_iface_t *iface = arg;
+    struct ibv_send_wr wr      = {}, *bad_wr;
+    uct_syncmem_cm_passive_t *p, *tmp;
+    ucs_list_link_t probed;
+
+    wr.opcode     = IBV_WR_RDMA_WRITE;   /* no data: no rkey is checked */
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ucs_list_head_init(&probed);
+    ucs_list_for_each_safe(p, tmp, &iface->cm.passive, list) {
+        if (iface->cm.probes_posted >= UCT_SYNCMEM_CM_PROBES) {
+            break;
+        }
+        if (p->probing || ibv_post_send(p->qp, &wr, &bad_wr)) {
+            continue;
+        }
+        p->probing = 1;
+        ++iface->cm.probes_posted;
+        ucs_list_del(&p->list);
+        ucs_list_add_tail(&probed, &p->list);
+    }
+    ucs_list_splice_tail(&iface->cm.passive, &probed);
+}
+
+/* Async context: a keepalive write completed; failed, its peer is gone. */
+static void uct_syncmem_cm_probe_done(uct_syncmem_iface_t *iface,
+                                      const struct ibv_wc *wc)
+{
+    uct_syncmem_cm_passive_t *p;
+
+    ucs_list_for_each(p, &iface->cm.passive, list) {
+        if (p->qp->qp_num != wc->qp_num) {
+            continue;
+        }
+        p->probing = 0;
+        --iface->cm.probes_posted;
+        if (wc->status != IBV_WC_SUCCESS) {
+            ucs_diag("syncmem: iface 0x%" PRIx64 ": connection %" PRIu64
+                     " from iface 0x%" PRIx64 " is gone (keepalive: %s);"
+                     " releasing QP 0x%x", iface->id, p->conn_id,
+                     p->peer_iface_id, ibv_wc_status_str(wc->status),
+                     wc->qp_num);
+            uct_syncmem_cm_passive_destroy(iface, p);
+        }
+        return;
+    }
+}
+
 /* Async context: the CM QP has completions. */
 static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
                                     void *arg)
@@ -380,6 +445,10 @@ static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
 
     while ((n = ibv_poll_cq(iface->cm.cq, ucs_static_array_size(wc), wc)) > 0) {
         for (i = 0; i < n; ++i) {
+            if (wc[i].qp_num != iface->cm.qp->qp_num) {
+                uct_syncmem_cm_probe_done(iface, &wc[i]);
+                continue;
+            }
             if (wc[i].opcode != IBV_WC_RECV) {
                 --iface->cm.sends_posted;
                 continue;
@@ -491,6 +560,8 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
     iface->cm.sends_posted = 0;
     iface->cm.connecting   = 0;
     iface->cm.next_conn_id = 0;
+    iface->cm.probes_posted = 0;
+    iface->cm.keepalive_id = -1;
     iface->cm.channel      = NULL;
 
     iface->cm.channel = ibv_create_comp_channel(md->ctx);
@@ -502,8 +573,8 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
     }
 
     iface->cm.cq = ibv_create_cq(md->ctx, UCT_SYNCMEM_CM_RECVS +
-                                 UCT_SYNCMEM_CM_SENDS, NULL,
-                                 iface->cm.channel, 0);
+                                 UCT_SYNCMEM_CM_SENDS + UCT_SYNCMEM_CM_PROBES,
+                                 NULL, iface->cm.channel, 0);
     if (iface->cm.cq == NULL) {
         ucs_error("syncmem: ibv_create_cq(CM) on %s failed: %m", md->name);
         status = UCS_ERR_IO_ERROR;
@@ -579,6 +650,20 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
                   ucs_status_string(status));
         goto err_qp;
     }
+
+    if (iface->config.keepalive_interval != UCS_TIME_INFINITY) {
+        status = ucs_async_add_timer(iface->super.worker->async->mode,
+                                     iface->config.keepalive_interval,
+                                     uct_syncmem_cm_keepalive, iface,
+                                     iface->super.worker->async,
+                                     &iface->cm.keepalive_id);
+        if (status != UCS_OK) {
+            ucs_error("syncmem: cannot start the keepalive timer: %s",
+                      ucs_status_string(status));
+            ucs_async_remove_handler(iface->cm.channel->fd, 1);
+            goto err_qp;
+        }
+    }
     return UCS_OK;
 
 err_qp:
@@ -601,6 +686,9 @@ void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
     uct_syncmem_cm_passive_t *p, *tmp;
 
     /* waits for a running handler; none runs after this */
+    if (iface->cm.keepalive_id >= 0) {
+        ucs_async_remove_handler(iface->cm.keepalive_id, 1);
+    }
     ucs_async_remove_handler(iface->cm.channel->fd, 1);
 
     ucs_list_for_each_safe(p, tmp, &iface->cm.passive, list) {
@@ -613,4 +701,15 @@ void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
     ucs_free(iface->cm.bufs);
     ibv_destroy_cq(iface->cm.cq);
     ibv_destroy_comp_channel(iface->cm.channel);
+}
+
+unsigned uct_syncmem_iface_num_passive(uct_iface_h tl_iface)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
+    unsigned count;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    count = ucs_list_length(&iface->cm.passive);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return count;
 }

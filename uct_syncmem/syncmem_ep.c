@@ -165,7 +165,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     ucs_queue_head_init(&self->tx.outstanding);
     ucs_arbiter_group_init(&self->arb_group);
 
-    status = uct_syncmem_qp_create(iface, &self->qp);
+    status = uct_syncmem_qp_create(iface, iface->cq, &self->qp);
     if (status != UCS_OK) {
         goto err;
     }

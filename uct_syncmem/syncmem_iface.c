@@ -85,6 +85,14 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "UCS_ERR_ENDPOINT_TIMEOUT (after about CM_TIMEOUT * (CM_RETRIES + 1)).",
      ucs_offsetof(uct_syncmem_iface_config_t, cm_retries), UCS_CONFIG_TYPE_UINT},
 
+    {"KEEPALIVE_INTERVAL", "10s",
+     "How often the target side of each connection checks that the endpoint\n"
+     "at the other end still exists; after 3 checks without an answer it\n"
+     "releases the connection (its QP). This is what frees the connections\n"
+     "of peers that died. 'inf' disables it.",
+     ucs_offsetof(uct_syncmem_iface_config_t, keepalive_interval),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
     {"RC_TIMEOUT", "67ms",
      "RC transport timeout: how long the HCA waits for an acknowledgement\n"
      "before retransmitting (rounded up to 4.096us * 2^N).",
@@ -482,6 +490,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.seg_size           = config->seg_size;
     self->config.cm_timeout         = config->cm_timeout;
     self->config.cm_retries         = config->cm_retries;
+    self->config.keepalive_interval = config->keepalive_interval;
     self->config.rc_timeout         = uct_syncmem_rc_timeout_exp(config->rc_timeout);
     self->config.rc_retry_count     = config->rc_retry_count;
     self->config.rc_rnr_retry_count = config->rc_rnr_retry_count;

@@ -25,7 +25,10 @@ void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
     init->cap.max_inline_data = iface->config.max_inline;
 }
 
+/* send_cq: the iface's for endpoints, the CM's for passive QPs (whose only
+ * sends are keepalives, handled in the async context). */
 ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
+                                   struct ibv_cq *send_cq,
                                    struct ibv_qp **qp_p)
 {
     uct_syncmem_md_t *md = ucs_derived_of(iface->super.md, uct_syncmem_md_t);
@@ -35,6 +38,7 @@ ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
     int ret;
 
     uct_syncmem_qp_init_attr(iface, &init);
+    init.send_cq = send_cq;
     qp = ibv_create_qp(md->pd, &init);
     if (qp == NULL) {
         ucs_error("syncmem: ibv_create_qp(RC) on %s:%u failed: %m (send queue"

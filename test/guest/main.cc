@@ -17,14 +17,45 @@ static std::string hex(const void *p, size_t n)
     return s;
 }
 
-// Opens an iface on SYNCMEM_DEV0, exposes 4 MiB of memory, prints
+// Opens an iface on SYNCMEM_DEV0, exposes 4 MiB of memory, connects an
+// endpoint to the iface at "DEV IFACE" (hex) if given, prints
 // "<dev addr> <iface addr> <packed rkey> <buffer address>" in hex and
 // progresses until it is killed.
 namespace {
+std::vector<uint8_t> unhex(const std::string &s)
+{
+    std::vector<uint8_t> v;
+    for (size_t i = 0; i + 1 < s.size(); i += 2) {
+        v.push_back((uint8_t)std::stoul(s.substr(i, 2), nullptr, 16));
+    }
+    return v;
+}
+
 struct syncmem_peer : syncmem_test {
     void TestBody() override {}
 
-    int run() {
+    // Connects to the iface at dev/ifa and waits until it is connected.
+    bool connect_to(uct_iface_h iface, const std::string &dev,
+                    const std::string &ifa) {
+        std::vector<uint8_t> d = unhex(dev), i = unhex(ifa);
+        uct_ep_params_t params = {};
+        uct_ep_h ep;
+        params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
+                            UCT_EP_PARAM_FIELD_DEV_ADDR |
+                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
+        params.iface      = iface;
+        params.dev_addr   = (uct_device_addr_t*)d.data();
+        params.iface_addr = (uct_iface_addr_t*)i.data();
+        if (uct_ep_create(&params, &ep) != UCS_OK) {
+            return false;
+        }
+        while (uct_iface_flush(iface, 0, NULL) != UCS_OK) {
+            uct_worker_progress(m_worker);
+        }
+        return true;
+    }
+
+    int run(int argc, char **argv) {
         SetUp();
         if (testing::Test::HasFatalFailure() || (m_md == nullptr)) {
             return 1;
@@ -50,6 +81,10 @@ struct syncmem_peer : syncmem_test {
             return 1;
         }
 
+        if ((argc == 2) && !connect_to(iface, argv[0], argv[1])) {
+            return 1;
+        }
+
         uintptr_t addr = (uintptr_t)buf.data();
         printf("%s %s %s %s\n", hex(dev.data(), dev.size()).c_str(),
                hex(ifa.data(), ifa.size()).c_str(),
@@ -66,7 +101,7 @@ struct syncmem_peer : syncmem_test {
 int main(int argc, char **argv)
 {
     if ((argc > 1) && !strcmp(argv[1], "--syncmem-peer")) {
-        return syncmem_peer().run();
+        return syncmem_peer().run(argc - 2, argv + 2);
     }
     testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();
