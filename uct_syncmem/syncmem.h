@@ -60,6 +60,7 @@ typedef struct uct_syncmem_md {
     struct ibv_device_attr dev_attr;
     char                   name[UCT_MD_NAME_MAX];  /* verbs device name */
     ucs_rcache_t           *rcache;   /* NULL: every mem_reg registers */
+    ucs_linear_func_t      reg_cost;  /* what mem_reg costs, for UCP */
     uct_syncmem_cuda_cache_t *cuda;   /* NULL: no CUDA driver */
     int                    dmabuf;    /* the device takes dma-buf MRs */
     int                    peermem;   /* a peer-memory module is loaded */

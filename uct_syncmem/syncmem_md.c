@@ -148,8 +148,7 @@ static ucs_status_t uct_syncmem_md_query(uct_md_h tl_md,
     attr->cap.max_alloc        = 0;
     attr->cap.max_reg          = md->dev_attr.max_mr_size;
     attr->rkey_packed_size     = sizeof(uct_syncmem_packed_rkey_t);
-    /* pinning and mapping: a fixed cost plus per-page work */
-    attr->reg_cost             = ucs_linear_func_make(16e-6, 0.06e-9);
+    attr->reg_cost             = md->reg_cost;
     memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
     return UCS_OK;
 }
@@ -494,6 +493,9 @@ static ucs_status_t uct_syncmem_md_open(uct_component_t *component,
     }
 
     md_config   = ucs_derived_of(config, uct_syncmem_md_config_t);
+    /* pinning and mapping: a fixed cost plus per-page work (a cache hit is
+     * cheaper; syncmem_rcache.c says how much) */
+    md->reg_cost = ucs_linear_func_make(16e-6, 0.06e-9);
     md->dmabuf  = uct_syncmem_md_probe_dmabuf(md);
     md->peermem = !access("/sys/module/nvidia_peermem", F_OK) ||
                   !access("/sys/kernel/mm/memory_peers/nv_mem/version", F_OK);

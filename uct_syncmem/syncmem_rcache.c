@@ -254,6 +254,10 @@ ucs_status_t uct_syncmem_rcache_init(uct_syncmem_md_t *md,
 
     status = ucs_rcache_create(&params, md->name, NULL, &md->rcache);
     if (status == UCS_OK) {
+        /* UCP weighs zcopy against bcopy by this: with the cache, repeated
+         * registrations of a buffer cost a lookup */
+        md->reg_cost = ucs_linear_func_make(
+                uct_md_rcache_overhead(&config->rcache), 0);
         ucs_debug("syncmem: %s: registration cache on, max %lu regions,"
                   " %zu bytes, aligned to %zu", md->name, params.max_regions,
                   params.max_size, md->reg_align);
