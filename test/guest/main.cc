@@ -34,19 +34,11 @@ std::vector<uint8_t> unhex(const std::string &s)
 struct syncmem_peer : syncmem_test {
     void TestBody() override {}
 
-    // Connects to the iface at dev/ifa and waits until it is connected.
+    // Connects to the iface at dev/ifa (hex) and waits until it is.
     bool connect_to(uct_iface_h iface, const std::string &dev,
                     const std::string &ifa) {
-        std::vector<uint8_t> d = unhex(dev), i = unhex(ifa);
-        uct_ep_params_t params = {};
         uct_ep_h ep;
-        params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
-                            UCT_EP_PARAM_FIELD_DEV_ADDR |
-                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
-        params.iface      = iface;
-        params.dev_addr   = (uct_device_addr_t*)d.data();
-        params.iface_addr = (uct_iface_addr_t*)i.data();
-        if (uct_ep_create(&params, &ep) != UCS_OK) {
+        if (connect_to_addr(iface, unhex(dev), unhex(ifa), &ep) != UCS_OK) {
             return false;
         }
         while (uct_iface_flush(iface, 0, NULL) != UCS_OK) {
@@ -65,16 +57,13 @@ struct syncmem_peer : syncmem_test {
         if (open_iface(m_md, "syncmem", m_dev, &iface) != UCS_OK) {
             return 1;
         }
-        uct_iface_attr_t attr;
         uct_md_attr_t md_attr;
-        uct_iface_query(iface, &attr);
         uct_md_query(m_md, &md_attr);
 
-        std::vector<uint8_t> dev(attr.device_addr_len), ifa(attr.iface_addr_len);
+        std::vector<uint8_t> dev, ifa;
         std::vector<uint8_t> buf(4 << 20), rkey(md_attr.rkey_packed_size);
         uct_mem_h memh;
-        uct_iface_get_device_address(iface, (uct_device_addr_t*)dev.data());
-        uct_iface_get_address(iface, (uct_iface_addr_t*)ifa.data());
+        get_addresses(iface, &dev, &ifa);
         if ((uct_md_mem_reg(m_md, buf.data(), buf.size(),
                             UCT_MD_MEM_ACCESS_ALL, &memh) != UCS_OK) ||
             (uct_md_mkey_pack(m_md, memh, rkey.data()) != UCS_OK)) {

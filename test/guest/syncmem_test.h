@@ -149,26 +149,41 @@ protected:
         return status;
     }
 
-    // An endpoint from one iface to another, by their addresses.
-    ucs_status_t connect(uct_iface_h from, uct_iface_h to, uct_ep_h *ep_p) {
+    // The device and iface addresses of iface.
+    static void get_addresses(uct_iface_h iface, std::vector<uint8_t> *dev,
+                              std::vector<uint8_t> *ifa) {
         uct_iface_attr_t attr;
-        uct_iface_query(to, &attr);
-        std::vector<uint8_t> dev(attr.device_addr_len), ifa(attr.iface_addr_len);
-        uct_iface_get_device_address(to, (uct_device_addr_t*)dev.data());
-        uct_iface_get_address(to, (uct_iface_addr_t*)ifa.data());
+        uct_iface_query(iface, &attr);
+        dev->resize(attr.device_addr_len);
+        ifa->resize(attr.iface_addr_len);
+        uct_iface_get_device_address(iface, (uct_device_addr_t*)dev->data());
+        uct_iface_get_address(iface, (uct_iface_addr_t*)ifa->data());
+    }
 
+    // An endpoint from iface `from` to the iface at these addresses.
+    ucs_status_t connect_to_addr(uct_iface_h from,
+                                 const std::vector<uint8_t> &dev,
+                                 const std::vector<uint8_t> &ifa,
+                                 uct_ep_h *ep_p) {
         uct_ep_params_t params = {};
         params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
                             UCT_EP_PARAM_FIELD_DEV_ADDR |
                             UCT_EP_PARAM_FIELD_IFACE_ADDR;
         params.iface      = from;
-        params.dev_addr   = (uct_device_addr_t*)dev.data();
-        params.iface_addr = (uct_iface_addr_t*)ifa.data();
+        params.dev_addr   = (const uct_device_addr_t*)dev.data();
+        params.iface_addr = (const uct_iface_addr_t*)ifa.data();
         ucs_status_t status = uct_ep_create(&params, ep_p);
         if (status == UCS_OK) {
             m_eps.push_back(*ep_p);
         }
         return status;
+    }
+
+    // An endpoint from one iface to another.
+    ucs_status_t connect(uct_iface_h from, uct_iface_h to, uct_ep_h *ep_p) {
+        std::vector<uint8_t> dev, ifa;
+        get_addresses(to, &dev, &ifa);
+        return connect_to_addr(from, dev, ifa, ep_p);
     }
 
     // Endpoint errors reported to the iface error handler, in order.

@@ -52,11 +52,8 @@ protected:
     peer_proc *start_peer(uct_iface_h connect_to = nullptr) {
         std::string dev, ifa;
         if (connect_to != nullptr) {
-            uct_iface_attr_t attr;
-            uct_iface_query(connect_to, &attr);
-            std::vector<uint8_t> d(attr.device_addr_len), i(attr.iface_addr_len);
-            uct_iface_get_device_address(connect_to, (uct_device_addr_t*)d.data());
-            uct_iface_get_address(connect_to, (uct_iface_addr_t*)i.data());
+            std::vector<uint8_t> d, i;
+            get_addresses(connect_to, &d, &i);
             dev = hex(d);
             ifa = hex(i);
         }
@@ -102,16 +99,8 @@ protected:
     }
 
     uct_ep_h connect_to(uct_iface_h iface, peer_proc *p) {
-        uct_ep_params_t params = {};
-        params.field_mask = UCT_EP_PARAM_FIELD_IFACE |
-                            UCT_EP_PARAM_FIELD_DEV_ADDR |
-                            UCT_EP_PARAM_FIELD_IFACE_ADDR;
-        params.iface      = iface;
-        params.dev_addr   = (uct_device_addr_t*)p->dev.data();
-        params.iface_addr = (uct_iface_addr_t*)p->iface.data();
-        uct_ep_h ep;
-        EXPECT_EQ(UCS_OK, uct_ep_create(&params, &ep));
-        m_eps.push_back(ep);
+        uct_ep_h ep = nullptr;
+        EXPECT_EQ(UCS_OK, connect_to_addr(iface, p->dev, p->iface, &ep));
         return ep;
     }
 
