@@ -273,7 +273,10 @@ uct_syncmem_cuda_region_create(uct_syncmem_md_t *md, uint64_t buffer_id,
     }
 
     if (md->dmabuf && uct_syncmem_cuda.dmabuf) {
-        fd  = -1;
+        /* the export wants page granularity; allocations are backed in
+         * larger units, so rounding up stays inside this one */
+        size = ucs_align_up_pow2(size, ucs_get_page_size());
+        fd   = -1;
         res = uct_syncmem_cuda.mem_get_handle(
                 &fd, start, size,
                 UCT_SYNCMEM_CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);

@@ -216,6 +216,7 @@ ucs_status_t uct_syncmem_reg_dmabuf_mr(uct_syncmem_md_t *md, int fd,
                                        ucs_log_level_t level,
                                        struct ibv_mr **mr_p)
 {
+    ucs_status_t status;
     struct ibv_mr *mr;
 
     mr = ibv_reg_dmabuf_mr(md->pd, offset, length, iova, fd, access);
@@ -230,10 +231,11 @@ ucs_status_t uct_syncmem_reg_dmabuf_mr(uct_syncmem_md_t *md, int fd,
                 " does not take dma-bufs", fd, length, md->name);
         return UCS_ERR_UNSUPPORTED;
     }
+    status = (errno == ENOMEM) ? UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
     ucs_log(level, "syncmem: ibv_reg_dmabuf_mr(fd %d, offset %lu, %zu bytes,"
             " access 0x%x) on %s failed: %m", fd, offset, length, access,
             md->name);
-    return (errno == ENOMEM) ? UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
+    return status;
 }
 
 ucs_status_t uct_syncmem_md_mem_reg_dmabuf(uct_md_h tl_md, int fd,
@@ -267,6 +269,7 @@ ucs_status_t uct_syncmem_md_mem_reg_dmabuf(uct_md_h tl_md, int fd,
 static int uct_syncmem_md_probe_dmabuf(uct_syncmem_md_t *md)
 {
     struct ibv_mr *mr;
+    int supported;
 
     mr = ibv_reg_dmabuf_mr(md->pd, 0, ucs_get_page_size(), 0, -1,
                            IBV_ACCESS_LOCAL_WRITE);
@@ -274,10 +277,10 @@ static int uct_syncmem_md_probe_dmabuf(uct_syncmem_md_t *md)
         ibv_dereg_mr(mr);   /* cannot happen; be safe */
         return 1;
     }
+    supported = (errno != EOPNOTSUPP) && (errno != ENOSYS);
     ucs_debug("syncmem: %s: dma-buf MRs %s (probe: %m)", md->name,
-              ((errno == EOPNOTSUPP) || (errno == ENOSYS)) ?
-              "not supported" : "supported");
-    return (errno != EOPNOTSUPP) && (errno != ENOSYS);
+              supported ? "supported" : "not supported");
+    return supported;
 }
 
 void uct_syncmem_dereg_mr(struct ibv_mr *mr)
