@@ -98,6 +98,12 @@ protected:
         return p;
     }
 
+    void kill_peer(peer_proc *p) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, NULL, 0);
+        p->pid = -1;
+    }
+
     uct_ep_h connect_to(uct_iface_h iface, peer_proc *p) {
         uct_ep_h ep = nullptr;
         EXPECT_EQ(UCS_OK, connect_to_addr(iface, p->dev, p->iface, &ep));
@@ -139,9 +145,7 @@ TEST_F(syncmem_peer_test, killed_peer_fails_outstanding_ops_and_ep)
         }
         ++comp.count;
         if (posted == 8) {
-            kill(peer->pid, SIGKILL);
-            waitpid(peer->pid, NULL, 0);
-            peer->pid = -1;
+            kill_peer(peer);
         }
     }
     --comp.count;
@@ -195,9 +199,7 @@ TEST_F(syncmem_peer_test, ep_check_detects_a_dead_idle_peer)
     }
     EXPECT_TRUE(m_errors.empty());
 
-    kill(peer->pid, SIGKILL);
-    waitpid(peer->pid, NULL, 0);
-    peer->pid = -1;
+    kill_peer(peer);
 
     ASSERT_EQ(UCS_OK, uct_ep_check(ep, 0, NULL));
     while (m_errors.empty()) {
@@ -224,9 +226,7 @@ TEST_F(syncmem_peer_test, keepalive_releases_connection_of_killed_peer)
     usleep(1500 * 1000);
     EXPECT_EQ(1u, uct_syncmem_iface_num_passive(iface));
 
-    kill(peer->pid, SIGKILL);
-    waitpid(peer->pid, NULL, 0);
-    peer->pid = -1;
+    kill_peer(peer);
 
     // released by the async timer, no progress needed; the bound only keeps
     // a broken build from hanging

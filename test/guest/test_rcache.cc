@@ -57,6 +57,11 @@ protected:
         return memh;
     }
 
+    // Registers and deregisters at once: what a cache hit or miss leaves.
+    void reg_dereg(uct_md_h md, void *p, size_t size) {
+        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, reg(md, p, size)));
+    }
+
     uint32_t rkey_of(uct_md_h md, uct_mem_h memh) {
         std::vector<uint8_t> packed(64);
         EXPECT_EQ(UCS_OK, uct_md_mkey_pack(md, memh, packed.data()));
@@ -196,15 +201,15 @@ TEST_F(syncmem_rcache_test, lru_eviction_at_max_regions)
     uint8_t *b[3] = { p, p + 3 * m_page, p + 6 * m_page }; // not adjacent
 
     for (uint8_t *x : b) {
-        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, reg(md, x, m_page)));
+        reg_dereg(md, x, m_page);
     }
     auto c = counters(md);
     EXPECT_EQ(3u, c.misses);
     EXPECT_EQ(1u, c.evictions) << "the least recently used one goes";
 
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, reg(md, b[2], m_page)));
+    reg_dereg(md, b[2], m_page);
     EXPECT_EQ(c.hits + 1, counters(md).hits) << "b[2] stayed";
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, reg(md, b[0], m_page)));
+    reg_dereg(md, b[0], m_page);
     EXPECT_EQ(c.misses + 1, counters(md).misses) << "b[0] was evicted";
     EXPECT_EQ(2u, counters(md).evictions);     // b[1] made room for it
     EXPECT_EQ(0u, counters(md).invalidations);
@@ -219,7 +224,7 @@ TEST_F(syncmem_rcache_test, lru_eviction_at_max_regions)
     EXPECT_EQ(3u, counters(md).evictions);
     auto c2 = counters(md);
     for (int i = 0; i < 3; ++i) {
-        EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, reg(md, b[i], m_page)));
+        reg_dereg(md, b[i], m_page);
     }
     EXPECT_EQ(c2.hits + 3, counters(md).hits);
     for (int i = 0; i < 3; ++i) {
@@ -234,12 +239,10 @@ TEST_F(syncmem_rcache_test, lru_eviction_at_max_size)
     ASSERT_NE(nullptr, md);
     uint8_t *p = map(16 * m_page);
 
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, reg(md, p, 2 * m_page)));
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, reg(md, p + 4 * m_page,
-                                                2 * m_page)));
+    reg_dereg(md, p, 2 * m_page);
+    reg_dereg(md, p + 4 * m_page, 2 * m_page);
     EXPECT_EQ(0u, counters(md).evictions);
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md, reg(md, p + 8 * m_page,
-                                                2 * m_page)));
+    reg_dereg(md, p + 8 * m_page, 2 * m_page);
     EXPECT_EQ(1u, counters(md).evictions) << "6 pages > 5";
 }
 
@@ -291,19 +294,18 @@ TEST_F(syncmem_rcache_test, reg_align_2m)
     // on: a neighbour in the same 2 MiB window hits
     uct_md_h md2m = open_md(m_component, m_md_name, {{"REG_ALIGN", "2M"}});
     ASSERT_NE(nullptr, md2m);
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md2m, reg(md2m, win + 4096, 4096)));
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md2m, reg(md2m, win + mb2 - 8192,
-                                                  100)));
-    EXPECT_EQ(1u, counters(md2m).misses);
+    auto two_neighbours = [&](uct_md_h md) {
+        reg_dereg(md, win + 4096, 4096);
+        reg_dereg(md, win + mb2 - 8192, 100);
+        return counters(md);
+    };
+    EXPECT_EQ(1u, two_neighbours(md2m).misses);
     EXPECT_EQ(1u, counters(md2m).hits);
 
     // off: each buffer its own registration
     uct_md_h md4k = open_md(m_component, m_md_name);
     ASSERT_NE(nullptr, md4k);
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md4k, reg(md4k, win + 4096, 4096)));
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md4k, reg(md4k, win + mb2 - 8192,
-                                                  100)));
-    EXPECT_EQ(2u, counters(md4k).misses);
+    EXPECT_EQ(2u, two_neighbours(md4k).misses);
     EXPECT_EQ(0u, counters(md4k).hits);
 
     // a buffer between unmapped and PROT_NONE pages: widened only over
@@ -341,7 +343,7 @@ TEST_F(syncmem_rcache_test, register_1g)
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
     // a smaller buffer inside it hits
     auto c = counters(m_md);
-    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, reg(m_md, p + size / 2, 4096)));
+    reg_dereg(m_md, p + size / 2, 4096);
     EXPECT_EQ(c.hits + 1, counters(m_md).hits);
 }
 
