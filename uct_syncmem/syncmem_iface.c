@@ -649,3 +649,8 @@ UCT_TL_DEFINE_ENTRY(&uct_syncmem_component, syncmem,
                     uct_syncmem_query_tl_devices, uct_syncmem_iface_t,
                     UCT_SYNCMEM_CONFIG_PREFIX, uct_syncmem_iface_config_table,
                     uct_syncmem_iface_config_t);
+
+/* Registered when the library loads; libuct_syncmem.so (syncmem_version.c)
+ * loads it only into the UCX release it was built for. -z nodelete because
+ * UCX 1.13 never unlinks a component from its list. */
+UCT_SINGLE_TL_INIT(&uct_syncmem_component, syncmem, ctor,,)

@@ -1,62 +1,96 @@
 /*
- * syncmem - which UCX we were loaded into, and registration.
+ * syncmem - the module UCX loads: which UCX are we in, then the transport.
  *
- * The module embeds UCX's internal structs (uct_base_iface_t, uct_md_t,
- * ucs_rcache_t, ...) with the layout of the release it was compiled
- * against. Loaded into another release it would corrupt memory quietly:
- * the first struct that moved would be enough. So before touching any of
- * UCX's lists, the constructor asks the running UCX for its version and
- * registers the transport only if it is exactly the one we were built for;
- * otherwise it says so on one line and leaves UCX to its own transports.
+ * The transport (libuct_syncmem_tl.so) embeds UCX's internal structs
+ * (uct_base_iface_t, uct_md_t, ucs_rcache_t, ...) with the layout of the
+ * release it was compiled against, and refers to internal symbols of that
+ * release (config parsers, base ops tables) from its static data, which the
+ * dynamic linker resolves at load time. Loaded into another release it would
+ * either kill the process with "undefined symbol" before any of our code
+ * runs, or corrupt memory quietly. So what UCX loads (libuct_syncmem.so,
+ * this file alone) refers to no UCX symbol: it asks the running UCX for its
+ * version and loads the transport beside it only if that is exactly the
+ * release it was built for; otherwise it says so on one line and leaves UCX
+ * to its own transports.
  *
  * libucs and libuct do not report their version; libucp does, and the
  * three always come from one build, so we ask the libucp that sits beside
- * the loaded libucs. Until the check passes, nothing here calls into UCS:
- * even its logger reads global options whose layout differs by release.
+ * the loaded libucs. Nothing here calls into UCS: even its logger reads
+ * global options whose layout differs by release. The only UCX symbols
+ * named here are two public functions that every release has; they make
+ * libucs and libuct dependencies of this library, so that a preloaded
+ * module brings UCX in at startup, before an MPI library dlopen()s its UCX
+ * component, and the check finds the UCX of the process.
  */
 #ifndef _GNU_SOURCE
 #  define _GNU_SOURCE  /* dladdr */
 #endif
-#include "syncmem.h"
+#include <uct/api/version.h>
+#include <uct/api/uct.h>
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 #include <limits.h>
 
+#define UCT_SYNCMEM_TL_LIB "libuct_syncmem_tl.so"
+
 typedef void (*uct_syncmem_get_version_func_t)(unsigned*, unsigned*, unsigned*);
 
-static int uct_syncmem_registered;
+int uct_syncmem_ucx_version(unsigned *major, unsigned *minor, unsigned *patch);
+
+/* Keeps libuct a dependency (see above); never called */
+void *uct_syncmem_uct_dependency = (void*)uct_query_components;
+
+/* path of a file named name in the directory of the object defining addr */
+static int uct_syncmem_path_beside(const void *addr, const char *prefix,
+                                   const char *name, char *path, size_t max)
+{
+    const char *base;
+    Dl_info info;
+
+    if (!dladdr(addr, &info) || (info.dli_fname == NULL)) {
+        return 0;
+    }
+
+    base = strrchr(info.dli_fname, '/');
+    base = (base == NULL) ? info.dli_fname : base + 1;
+    if ((prefix != NULL) && strncmp(base, prefix, strlen(prefix))) {
+        return 0;
+    }
+
+    return snprintf(path, max, "%.*s%s", (int)(base - info.dli_fname),
+                    info.dli_fname, name) < max;
+}
 
 /* ucp_get_version of the UCX whose libucs this process runs */
 static uct_syncmem_get_version_func_t uct_syncmem_find_get_version(void)
 {
-    uct_syncmem_get_version_func_t func;
-    char path[PATH_MAX];
+    char path[PATH_MAX], name[NAME_MAX];
     const char *base;
     Dl_info info;
-    void *dl;
+    void *sym, *dl;
 
     /* A UCP program (ucx_info, ucx_perftest, MPI) has libucp loaded */
-    func = (uct_syncmem_get_version_func_t)dlsym(RTLD_DEFAULT,
-                                                 "ucp_get_version");
-    if (func != NULL) {
-        return func;
+    sym = dlsym(RTLD_DEFAULT, "ucp_get_version");
+    if (sym != NULL) {
+        return (uct_syncmem_get_version_func_t)sym;
     }
 
-    /* A UCT-only program: the libucp installed beside its libucs. Kept
-     * loaded (NODELETE): its constructors add UCP's configuration tables to
-     * UCS's global list, which must not point into an unloaded library. */
-    if (!dladdr((void*)ucs_status_string, &info) || (info.dli_fname == NULL)) {
+    /* A UCT-only program: the libucp installed beside its libucs, named as
+     * libucs is (libucs.so.0 -> libucp.so.0). Kept loaded (NODELETE): its
+     * constructors add UCP's configuration tables to UCS's global list,
+     * which must not point into an unloaded library. */
+    sym = (void*)ucs_status_string;
+    if (!dladdr(sym, &info) || (info.dli_fname == NULL)) {
         return NULL;
     }
 
     base = strrchr(info.dli_fname, '/');
     base = (base == NULL) ? info.dli_fname : base + 1;
     if ((strncmp(base, "libucs", 6) != 0) ||
-        (snprintf(path, sizeof(path), "%.*slibucp%s",
-                  (int)(base - info.dli_fname), info.dli_fname,
-                  base + 6) >= sizeof(path))) {
+        (snprintf(name, sizeof(name), "libucp%s", base + 6) >= sizeof(name)) ||
+        !uct_syncmem_path_beside(sym, NULL, name, path, sizeof(path))) {
         return NULL;
     }
 
@@ -107,22 +141,27 @@ static int uct_syncmem_version_check(void)
     return 0;
 }
 
-/* Runs when the library loads (LD_PRELOAD, or UCX's module loader); the
- * library is linked -z nodelete because UCX 1.13 never unlinks a component
- * from its list. */
-UCS_STATIC_INIT {
+/* Runs when the library loads (LD_PRELOAD, or UCX's module loader). The
+ * transport registers itself from its own constructor; NODELETE because
+ * UCX 1.13 never unlinks a component from its list. */
+static void __attribute__((constructor)) uct_syncmem_load(void)
+{
+    char path[PATH_MAX];
+
     if (!uct_syncmem_version_check()) {
         return;
     }
 
-    uct_component_register(&uct_syncmem_component);
-    uct_tl_register(&uct_syncmem_component, &uct_syncmem_tl);
-    uct_syncmem_registered = 1;
-}
+    if (!uct_syncmem_path_beside((void*)uct_syncmem_load, NULL,
+                                 UCT_SYNCMEM_TL_LIB, path, sizeof(path))) {
+        fprintf(stderr, "syncmem: cannot find where libuct_syncmem.so was"
+                " loaded from; not registering the syncmem transport\n");
+        return;
+    }
 
-UCS_STATIC_CLEANUP {
-    if (uct_syncmem_registered) {
-        uct_tl_unregister(&uct_syncmem_tl);
-        uct_component_unregister(&uct_syncmem_component);
+    if (dlopen(path, RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE) == NULL) {
+        fprintf(stderr, "syncmem: cannot load the transport %s: %s; not"
+                " registering it (is it installed beside"
+                " libuct_syncmem.so?)\n", path, dlerror());
     }
 }

@@ -7,6 +7,8 @@
 
 extern "C" {
 #include <uct_syncmem/syncmem.h>
+// libuct_syncmem.so (syncmem_version.c)
+int uct_syncmem_ucx_version(unsigned *major, unsigned *minor, unsigned *patch);
 }
 
 // This test program links libuct but not libucp: the version comes from the
