@@ -36,7 +36,7 @@ typedef struct uct_syncmem_port {
 typedef struct uct_syncmem_md_config {
     uct_md_config_t        super;
     int                    rcache_mode;  /* ucs_ternary_auto_value_t */
-    uct_md_rcache_config_t rcache;
+    uct_syncmem_rcache_config_t rcache;
     size_t                 reg_align;    /* UCS_MEMUNITS_AUTO: page size */
     unsigned               cuda_reg_cache; /* unused CUDA registrations kept */
 } uct_syncmem_md_config_t;
@@ -65,6 +65,7 @@ typedef struct uct_syncmem_md {
     int                    dmabuf;    /* the device takes dma-buf MRs */
     int                    peermem;   /* a peer-memory module is loaded */
     size_t                 reg_align;
+    size_t                 rcache_align; /* of every cached region */
     int                    closing;
     uct_syncmem_rcache_counters_t rcache_counters;
 } uct_syncmem_md_t;
@@ -420,6 +421,10 @@ ucs_status_t uct_syncmem_ep_atomic_cswap32(uct_ep_h, uint32_t, uint32_t,
                                            uct_completion_t*);
 ucs_status_t uct_syncmem_ep_flush(uct_ep_h, unsigned, uct_completion_t*);
 ucs_status_t uct_syncmem_ep_check(uct_ep_h, unsigned, uct_completion_t*);
+#if UCT_SYNCMEM_UCX_SINCE(1, 16)
+int uct_syncmem_ep_is_connected(const uct_ep_h,
+                                const uct_ep_is_connected_params_t*);
+#endif
 ucs_status_t uct_syncmem_ep_fence(uct_ep_h, unsigned);
 ucs_status_t uct_syncmem_ep_pending_add(uct_ep_h, uct_pending_req_t*, unsigned);
 void uct_syncmem_ep_pending_purge(uct_ep_h, uct_pending_purge_callback_t,

@@ -77,23 +77,44 @@ ucs_status_t uct_syncmem_dev_addr_unpack(const uct_syncmem_dev_addr_t *addr,
  * LID within one subnet: different subnet prefixes need a router we do not
  * support.
  */
-int uct_syncmem_dev_addr_is_reachable(const uct_syncmem_port_t *local,
-                                      const uct_syncmem_dev_addr_t *remote)
+const char *uct_syncmem_dev_addr_unreachable(const uct_syncmem_port_t *local,
+                                             const uct_syncmem_dev_addr_t *remote)
 {
     uct_syncmem_port_t peer;
 
-    if (uct_syncmem_dev_addr_unpack(remote, &peer) != UCS_OK) {
-        return 0;
+    if ((remote == NULL) ||
+        (uct_syncmem_dev_addr_unpack(remote, &peer) != UCS_OK)) {
+        return "not a syncmem device address";
     }
 
     if (peer.link_layer != local->link_layer) {
-        return 0;
+        return "the peer's link layer differs (InfiniBand vs Ethernet)";
     }
 
     if (local->link_layer == IBV_LINK_LAYER_ETHERNET) {
-        return uct_syncmem_gid_is_ipv4(&peer.gid) ==
-               uct_syncmem_gid_is_ipv4(&local->gid);
+        return (uct_syncmem_gid_is_ipv4(&peer.gid) ==
+                uct_syncmem_gid_is_ipv4(&local->gid)) ? NULL :
+               "the peer's RoCE GID is of the other IP version"
+               " (see UCX_SYNCMEM_GID_INDEX)";
     }
 
-    return peer.gid.global.subnet_prefix == local->gid.global.subnet_prefix;
+    return (peer.gid.global.subnet_prefix == local->gid.global.subnet_prefix) ?
+           NULL : "the peer is on another InfiniBand subnet";
+}
+
+int uct_syncmem_dev_addr_is_reachable(const uct_syncmem_port_t *local,
+                                      const uct_syncmem_dev_addr_t *remote)
+{
+    return uct_syncmem_dev_addr_unreachable(local, remote) == NULL;
+}
+
+int uct_syncmem_dev_addr_is_port(const uct_syncmem_port_t *local,
+                                 const uct_syncmem_dev_addr_t *remote)
+{
+    uct_syncmem_port_t peer;
+
+    return (remote != NULL) &&
+           (uct_syncmem_dev_addr_unpack(remote, &peer) == UCS_OK) &&
+           (peer.link_layer == local->link_layer) && (peer.lid == local->lid) &&
+           !memcmp(&peer.gid, &local->gid, sizeof(peer.gid));
 }

@@ -43,8 +43,17 @@ void uct_syncmem_dev_addr_pack(const uct_syncmem_port_t *port,
 ucs_status_t uct_syncmem_dev_addr_unpack(const uct_syncmem_dev_addr_t *addr,
                                          uct_syncmem_port_t *port);
 
+/* Why remote cannot be reached from local (for UCP's reachability report);
+ * NULL if it can. */
+const char *uct_syncmem_dev_addr_unreachable(const uct_syncmem_port_t *local,
+                                             const uct_syncmem_dev_addr_t *remote);
+
 int uct_syncmem_dev_addr_is_reachable(const uct_syncmem_port_t *local,
                                       const uct_syncmem_dev_addr_t *remote);
+
+/* remote is the address of port local itself */
+int uct_syncmem_dev_addr_is_port(const uct_syncmem_port_t *local,
+                                 const uct_syncmem_dev_addr_t *remote);
 
 int uct_syncmem_gid_is_ipv4(const union ibv_gid *gid);
 

@@ -137,7 +137,7 @@ ucs_status_t uct_syncmem_rx_init(uct_syncmem_iface_t *iface,
     uct_syncmem_md_t *md   = ucs_derived_of(iface->super.md, uct_syncmem_md_t);
     size_t headroom        = UCT_IFACE_PARAM_VALUE(params, rx_headroom,
                                                    RX_HEADROOM, 0);
-    uct_iface_mpool_config_t mp_config = { .max_bufs = -1, .bufs_grow = 0 };
+    uct_iface_mpool_config_t mp_config = UCT_SYNCMEM_IFACE_MPOOL_CONFIG;
     struct ibv_srq_init_attr srq_attr  = {};
     size_t elem_size, align, align_offset;
     ucs_status_t status;

@@ -302,6 +302,38 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
  * (UCX_SYNCMEM_RC_TIMEOUT * (RC_RETRY_COUNT + 1)) the endpoint fails with
  * UCS_ERR_ENDPOINT_TIMEOUT through the iface error handler.
  */
+#if UCT_SYNCMEM_UCX_SINCE(1, 16)
+/* UCP (1.16+) asks this to reuse an endpoint for a peer it meets again:
+ * true only if ep was created to exactly that port and iface. */
+int uct_syncmem_ep_is_connected(const uct_ep_h tl_ep,
+                                const uct_ep_is_connected_params_t *params)
+{
+    uct_syncmem_ep_t *ep = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    const uct_syncmem_iface_addr_t *iface_addr;
+
+    if (ep->state == UCT_SYNCMEM_EP_FAILED) {
+        return 0;
+    }
+
+    if ((params->field_mask & UCT_EP_IS_CONNECTED_FIELD_DEVICE_ADDR) &&
+        !uct_syncmem_dev_addr_is_port(&ep->cm.peer,
+                                      (const uct_syncmem_dev_addr_t*)
+                                      params->device_addr)) {
+        return 0;
+    }
+
+    if (params->field_mask & UCT_EP_IS_CONNECTED_FIELD_IFACE_ADDR) {
+        iface_addr = (const uct_syncmem_iface_addr_t*)params->iface_addr;
+        return (iface_addr != NULL) &&
+               (iface_addr->id == ep->cm.peer_iface_id) &&
+               (iface_addr->cm_qpn == ep->cm.peer_cm_qpn);
+    }
+
+    /* we have no endpoint addresses: an ep address is never ours */
+    return !(params->field_mask & UCT_EP_IS_CONNECTED_FIELD_EP_ADDR);
+}
+#endif
+
 ucs_status_t uct_syncmem_ep_check(uct_ep_h tl_ep, unsigned flags,
                                   uct_completion_t *comp)
 {

@@ -364,6 +364,43 @@ static int uct_syncmem_iface_is_reachable(const uct_iface_h tl_iface,
                                              dev_addr);
 }
 
+#if UCT_SYNCMEM_HAVE_INTERNAL_OPS
+/* UCP asks this (1.15+) and prints the reason when no transport reaches a
+ * peer, so say exactly what does not match. */
+static int
+uct_syncmem_iface_is_reachable_v2(const uct_iface_h tl_iface,
+                                  const uct_iface_is_reachable_params_t *params)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
+    const uct_syncmem_dev_addr_t *dev_addr = NULL;
+    const char *why;
+
+    if (params->field_mask & UCT_IFACE_IS_REACHABLE_FIELD_DEVICE_ADDR) {
+        dev_addr = (const uct_syncmem_dev_addr_t*)params->device_addr;
+    }
+
+    why = uct_syncmem_dev_addr_unreachable(&iface->port, dev_addr);
+    if ((why == NULL) &&
+        (params->field_mask & UCT_IFACE_IS_REACHABLE_FIELD_SCOPE) &&
+        (params->scope == UCT_IFACE_REACHABILITY_SCOPE_DEVICE) &&
+        !uct_syncmem_dev_addr_is_port(&iface->port, dev_addr)) {
+        why = "the peer is on another port, and the scope is this device";
+    }
+
+    if (why == NULL) {
+        return 1;
+    }
+
+    if ((params->field_mask & UCT_IFACE_IS_REACHABLE_FIELD_INFO_STRING) &&
+        (params->info_string != NULL) && (params->info_string_length > 0)) {
+        ucs_snprintf_zero(params->info_string, params->info_string_length,
+                          "syncmem %s: %s", iface->super.md->component->name,
+                          why);
+    }
+    return 0;
+}
+#endif
+
 static void uct_syncmem_iface_desc_init(uct_iface_h tl_iface, void *obj,
                                         uct_mem_h memh)
 {
@@ -432,6 +469,27 @@ static ucs_status_t uct_syncmem_iface_probe_qp(uct_syncmem_iface_t *iface)
 
 static uct_iface_ops_t uct_syncmem_iface_ops;
 
+/* Before UCX 1.15 all transports share UCT's base table (see compat.h) */
+#if UCT_SYNCMEM_HAVE_INTERNAL_OPS
+static uct_iface_internal_ops_t uct_syncmem_iface_internal_ops = {
+    UCT_SYNCMEM_INTERNAL_OPS_QUERY_FIELDS
+    .iface_estimate_perf = uct_base_iface_estimate_perf,
+    .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
+    UCT_SYNCMEM_INTERNAL_OPS_ELEM_FIELDS
+    .ep_query            = (uct_ep_query_func_t)
+            ucs_empty_function_return_unsupported,
+    .ep_invalidate       = (uct_ep_invalidate_func_t)
+            ucs_empty_function_return_unsupported,
+    UCT_SYNCMEM_INTERNAL_OPS_REACHABLE_FIELDS
+    UCT_SYNCMEM_INTERNAL_OPS_CONNECTED_FIELDS
+    UCT_SYNCMEM_INTERNAL_OPS_DEVICE_FIELDS
+    UCT_SYNCMEM_INTERNAL_OPS_SGL_FIELDS
+};
+#  define UCT_SYNCMEM_IFACE_INTERNAL_OPS (&uct_syncmem_iface_internal_ops)
+#else
+#  define UCT_SYNCMEM_IFACE_INTERNAL_OPS (&uct_base_iface_internal_ops)
+#endif
+
 static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
                            uct_worker_h worker,
                            const uct_iface_params_t *params,
@@ -441,7 +499,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
             ucs_derived_of(tl_config, uct_syncmem_iface_config_t);
     uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
     struct ibv_device_attr *dev = &md->dev_attr;
-    uct_iface_mpool_config_t mp_config = { .max_bufs = -1, .bufs_grow = 0 };
+    uct_iface_mpool_config_t mp_config = UCT_SYNCMEM_IFACE_MPOOL_CONFIG;
     ucs_status_t status;
     uint8_t port_num;
 
@@ -452,7 +510,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     }
 
     UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_syncmem_iface_ops,
-                              &uct_base_iface_internal_ops, tl_md, worker,
+                              UCT_SYNCMEM_IFACE_INTERNAL_OPS, tl_md, worker,
                               params, tl_config
                               UCS_STATS_ARG(NULL)
                               UCS_STATS_ARG(UCT_SYNCMEM_NAME));
@@ -534,9 +592,9 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
                                       (unsigned)dev->max_sge_rd) :
                               self->config.max_sge;
 
-    status = ucs_mpool_init(&self->op_mp, 0, sizeof(uct_syncmem_op_t), 0,
-                            UCS_SYS_CACHE_LINE_SIZE, 256, UINT_MAX,
-                            &uct_syncmem_op_mpool_ops, "syncmem_ops");
+    status = uct_syncmem_mpool_init(&self->op_mp, sizeof(uct_syncmem_op_t),
+                                    UCS_SYS_CACHE_LINE_SIZE, 256,
+                                    &uct_syncmem_op_mpool_ops, "syncmem_ops");
     if (status != UCS_OK) {
         goto err_rx;
     }

@@ -31,7 +31,7 @@ static ucs_config_field_t uct_syncmem_md_config_table[] = {
      UCS_CONFIG_TYPE_TERNARY},
 
     {"", "", NULL, ucs_offsetof(uct_syncmem_md_config_t, rcache),
-     UCS_CONFIG_TYPE_TABLE(uct_md_config_rcache_table)},
+     UCS_CONFIG_TYPE_TABLE(UCT_SYNCMEM_RCACHE_CONFIG_TABLE)},
 
     {"REG_ALIGN", "auto",
      "With the registration cache, widen a registration that misses to this\n"
@@ -131,24 +131,26 @@ static ucs_status_t uct_syncmem_md_query(uct_md_h tl_md,
                                          uct_syncmem_md_attr_t *attr)
 {
     uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
+    typeof(*UCT_SYNCMEM_MD_ATTR_CAP(attr)) *cap = UCT_SYNCMEM_MD_ATTR_CAP(attr);
 
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
-                                 UCT_MD_FLAG_NEED_RKEY;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.alloc_mem_types  = 0;
-    attr->cap.detect_mem_types = 0;
+    UCT_SYNCMEM_MD_ATTR_INIT(attr);
+    cap->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
+                            UCT_MD_FLAG_NEED_RKEY;
+    cap->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    cap->alloc_mem_types  = 0;
+    cap->detect_mem_types = 0;
     /* what the CPU can touch: short and bcopy only ever see host memory */
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    cap->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     if (md->cuda != NULL) {
-        attr->cap.detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+        cap->detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
         if (uct_syncmem_cuda_can_reg(md)) {
-            attr->cap.reg_mem_types |= UCS_BIT(UCS_MEMORY_TYPE_CUDA);
+            cap->reg_mem_types |= UCS_BIT(UCS_MEMORY_TYPE_CUDA);
         }
     }
-    attr->cap.max_alloc        = 0;
-    attr->cap.max_reg          = md->dev_attr.max_mr_size;
-    attr->rkey_packed_size     = sizeof(uct_syncmem_packed_rkey_t);
-    attr->reg_cost             = md->reg_cost;
+    cap->max_alloc        = 0;
+    cap->max_reg          = md->dev_attr.max_mr_size;
+    attr->rkey_packed_size = sizeof(uct_syncmem_packed_rkey_t);
+    attr->reg_cost         = md->reg_cost;
     memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
     return UCS_OK;
 }
@@ -297,9 +299,11 @@ void uct_syncmem_dereg_mr(struct ibv_mr *mr)
 }
 
 static ucs_status_t uct_syncmem_mem_reg(uct_md_h tl_md, void *address,
-                                        size_t length, unsigned flags,
+                                        size_t length,
+                                        UCT_SYNCMEM_MEM_REG_ARGS,
                                         uct_mem_h *memh_p)
 {
+    unsigned         flags  = UCT_SYNCMEM_MEM_REG_FLAGS;
     uct_syncmem_md_t *md    = ucs_derived_of(tl_md, uct_syncmem_md_t);
     ucs_log_level_t  level  = uct_md_reg_log_lvl(flags);
     int              access = uct_syncmem_md_access(flags);
@@ -377,6 +381,7 @@ static uint16_t uct_syncmem_rkey_crc(const uct_syncmem_packed_rkey_t *packed)
 
 static ucs_status_t
 uct_syncmem_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
+                      UCT_SYNCMEM_MKEY_PACK_REGION_ARGS
                       const uct_md_mkey_pack_params_t *params,
                       void *rkey_buffer)
 {
@@ -391,6 +396,7 @@ uct_syncmem_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
 
 static ucs_status_t uct_syncmem_rkey_unpack(uct_component_t *component,
                                             const void *rkey_buffer,
+                                            UCT_SYNCMEM_RKEY_UNPACK_PARAMS_ARG
                                             uct_rkey_t *rkey_p, void **handle_p)
 {
     uct_syncmem_packed_rkey_t packed;
@@ -420,8 +426,9 @@ static uct_md_ops_t uct_syncmem_md_ops = {
     .mem_dereg          = uct_syncmem_mem_dereg,
     .mem_query          = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
     .mkey_pack          = uct_syncmem_mkey_pack,
-    .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero,
-    .detect_memory_type = uct_syncmem_cuda_detect
+    .detect_memory_type = uct_syncmem_cuda_detect,
+    UCT_SYNCMEM_MD_OPS_COMPAT_FIELDS
+    UCT_SYNCMEM_MD_OPS_ELEM_FIELDS
 };
 
 static struct ibv_context *uct_syncmem_device_open(const char *name)

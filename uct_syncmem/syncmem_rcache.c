@@ -119,7 +119,8 @@ static void uct_syncmem_rcache_dump_region_cb(void *context,
 static ucs_rcache_ops_t uct_syncmem_rcache_ops = {
     .mem_reg     = uct_syncmem_rcache_mem_reg_cb,
     .mem_dereg   = uct_syncmem_rcache_mem_dereg_cb,
-    .dump_region = uct_syncmem_rcache_dump_region_cb
+    .dump_region = uct_syncmem_rcache_dump_region_cb,
+    UCT_SYNCMEM_RCACHE_OPS_COMPAT_FIELDS
 };
 
 
@@ -133,8 +134,9 @@ uct_syncmem_rcache_get(uct_syncmem_md_t *md, uintptr_t start, uintptr_t end,
     int registered;
 
     uct_syncmem_rcache_registered = 0;
-    status     = ucs_rcache_get(md->rcache, (void*)start, end - start, prot,
-                                arg, &rregion);
+    status     = ucs_rcache_get(md->rcache, (void*)start, end - start,
+                                UCT_SYNCMEM_RCACHE_GET_ALIGN(md->rcache_align)
+                                prot, arg, &rregion);
     registered = uct_syncmem_rcache_registered;
     uct_syncmem_rcache_registered = 0;
     if (status != UCS_OK) {
@@ -245,9 +247,10 @@ ucs_status_t uct_syncmem_rcache_init(uct_syncmem_md_t *md,
         return UCS_OK;
     }
 
-    uct_md_set_rcache_params(&params, &config->rcache);
+    md->rcache_align = page;
+    uct_syncmem_rcache_set_params(&params, &config->rcache);
+    UCT_SYNCMEM_RCACHE_SET_ALIGN(&params, &config->rcache, page)
     params.region_struct_size = sizeof(uct_syncmem_rregion_t);
-    params.max_alignment      = page;
     params.ucm_events         = UCM_EVENT_VM_UNMAPPED;
     params.context            = md;
     params.ops                = &uct_syncmem_rcache_ops;
@@ -257,7 +260,7 @@ ucs_status_t uct_syncmem_rcache_init(uct_syncmem_md_t *md,
         /* UCP weighs zcopy against bcopy by this: with the cache, repeated
          * registrations of a buffer cost a lookup */
         md->reg_cost = ucs_linear_func_make(
-                uct_md_rcache_overhead(&config->rcache), 0);
+                UCT_SYNCMEM_RCACHE_OVERHEAD(&config->rcache), 0);
         ucs_debug("syncmem: %s: registration cache on, max %lu regions,"
                   " %zu bytes, aligned to %zu", md->name, params.max_regions,
                   params.max_size, md->reg_align);
