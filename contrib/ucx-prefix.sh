@@ -17,7 +17,8 @@
 #   contrib/bootstrap.sh --with-ucx="$prefix" --with-ucx-src="$prefix/../src"
 #
 # The build follows debian/rules' configure flags, limited to what syncmem's
-# tests need: verbs and CMA; no mlx5 DV, rdmacm, CUDA, ROCm, Java, Go, docs.
+# tests need: verbs and CMA, shared libraries only; no mlx5 DV, rdmacm,
+# CUDA, ROCm, Java, Go, docs.
 #
 #   --cache DIR   cache directory (default: $SYNCMEM_CACHE or /var/cache/syncmem)
 #   --rebuild     build again even if the cached prefix is good
@@ -33,7 +34,7 @@ die() { say "$*"; exit 1; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help) sed -n '3,24s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help) sed -n '3,25s/^# \{0,1\}//p' "$0"; exit 0 ;;
         --cache) cache=${2:?--cache needs a directory}; shift ;;
         --rebuild) rebuild=yes ;;
         *) die "unknown option '$1' (see --help)" ;;
@@ -69,7 +70,7 @@ args="--enable-mt --with-verbs --disable-backtrace-detail --disable-logging
  --without-rdmacm --without-fuse3 --without-java --without-go --without-cuda
  --without-rocm --without-gdrcopy --without-knem --without-xpmem --without-ugni
  --without-valgrind --without-bfd --disable-doxygen-doc
- --disable-dependency-tracking CFLAGS=-g\ -O2 CXXFLAGS=-g\ -O2"
+ --disable-static --disable-dependency-tracking CFLAGS=-g\ -O2 CXXFLAGS=-g\ -O2"
 args=$(printf '%s' "$args" | tr '\n' ' ')
 hash=$(printf '%s\n%s\n' "$debver" "$args" | sha256sum | cut -c1-8)
 
