@@ -12,6 +12,9 @@
 #   DESTDIR  where the unpacked tree goes (must not exist yet)
 #
 set -e
+case "$1" in
+    -h|--help) sed -n '3,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
+esac
 version=${1:?usage: fetch-ucx-src.sh VERSION DESTDIR}
 dest=${2:?usage: fetch-ucx-src.sh VERSION DESTDIR}
 

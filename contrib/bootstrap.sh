@@ -7,14 +7,16 @@
 # Installs the build and test dependencies that are missing (Debian
 # packages: UCX development files and tools, rdma-core, googletest,
 # autotools, qemu for the test guest), generates and runs configure when
-# there is no Makefile yet, then builds. Safe to run again.
+# there is no Makefile yet, then builds. Safe to run again. For a UCX
+# installed in its own prefix: --with-ucx=PREFIX --with-ucx-src=DIR
+# (contrib/ucx-prefix.sh builds one).
 #
 set -e
 cd "$(dirname "$0")/.."
 
 install=yes
 case "$1" in
-    -h|--help) sed -n '3,11s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
     --no-install) install=no; shift ;;
 esac
 
