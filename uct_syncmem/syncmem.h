@@ -262,7 +262,11 @@ struct uct_syncmem_iface {
 
 
 extern uct_component_t uct_syncmem_component;
+extern uct_tl_t        uct_syncmem_tl;  /* UCT_TL_DEFINE_ENTRY, syncmem_iface.c */
 extern ucs_config_field_t uct_syncmem_iface_config_table[];
+
+/* syncmem_version.c: the running UCX's version; 0 if it cannot be told */
+int uct_syncmem_ucx_version(unsigned *major, unsigned *minor, unsigned *patch);
 
 /* syncmem_md.c */
 int uct_syncmem_md_access(unsigned flags);

@@ -649,8 +649,3 @@ UCT_TL_DEFINE_ENTRY(&uct_syncmem_component, syncmem,
                     uct_syncmem_query_tl_devices, uct_syncmem_iface_t,
                     UCT_SYNCMEM_CONFIG_PREFIX, uct_syncmem_iface_config_table,
                     uct_syncmem_iface_config_t);
-
-/* Registered when the library loads (LD_PRELOAD or UCX's module loader);
- * the library is linked -z nodelete because UCX 1.13 never unlinks a
- * component from its list. */
-UCT_SINGLE_TL_INIT(&uct_syncmem_component, syncmem, ctor,,)
