@@ -42,7 +42,7 @@ shift
 
 # Into a private mount namespace first: nothing mounted here is seen
 # outside, and all of it goes when the last process in it exits.
-if [[ ${SYNCMEM_IN_ROOT_NS:-} != $$ ]]; then
+if [[ ${SYNCMEM_IN_ROOT_NS:-} != "$$" ]]; then
     command -v unshare >/dev/null || die "unshare not found (util-linux)"
     args=()
     for b in "${binds[@]}"; do args+=(--bind "$b"); done
