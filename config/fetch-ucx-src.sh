@@ -20,7 +20,7 @@ dest=${2:?usage: fetch-ucx-src.sh VERSION DESTDIR}
 
 die() {
     echo "fetch-ucx-src.sh: $*" >&2
-    echo "fetch-ucx-src.sh: alternatively unpack UCX $version yourself and pass --with-ucx-src=DIR to configure" >&2
+    echo "fetch-ucx-src.sh: either unpack UCX $version's source yourself and pass --with-ucx-src=DIR to configure, or build against a UCX installed in its own prefix with --with-ucx=PREFIX --with-ucx-src=DIR (its source tree)" >&2
     exit 1
 }
 
@@ -28,7 +28,7 @@ command -v apt-get >/dev/null 2>&1 || die "apt-get not found: not a Debian-like 
 debver=$(dpkg-query -W -f '${Version}' libucx-dev 2>/dev/null) ||
     die "libucx-dev is not installed (apt-get install libucx-dev)"
 case "$debver" in
-    "$version"-*|"$version") ;;
+    "$version"-*|"$version"+*|"$version") ;;
     *) die "installed libucx-dev is $debver, expected UCX $version" ;;
 esac
 
@@ -56,8 +56,17 @@ command -v dpkg-source >/dev/null 2>&1 ||
 
 tmp=$(mktemp -d "${dest%/*}/.ucx-src.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-(cd "$tmp" && apt-get source -qq "ucx=$debver" >/dev/null 2>"$tmp/log") || {
-    cat "$tmp/log" >&2; die "'apt-get source ucx=$debver' failed"; }
-[ -d "$tmp/ucx-$version" ] || die "source package did not unpack to ucx-$version"
-mv "$tmp/ucx-$version" "$dest"
+# The source package's version: a binary rebuild (1.18.1+ds-2+b1) has none.
+srcver=$(dpkg-query -W -f '${source:Version}' libucx-dev 2>/dev/null) ||
+    srcver=$debver
+(cd "$tmp" && apt-get source -qq "ucx=$srcver" >/dev/null 2>"$tmp/log") || {
+    cat "$tmp/log" >&2
+    if grep -q '404' "$tmp/log"; then
+        die "Debian's source package ucx $srcver is not served by this mirror ('apt-get source' failed: 404 Not Found)"
+    fi
+    die "'apt-get source ucx=$srcver' failed"; }
+# (a repacked upstream tarball unpacks to ucx-1.18.1+ds)
+srcdir=$(cd "$tmp" && ls -d "ucx-$version" "ucx-$version"+* 2>/dev/null | head -1)
+[ -n "$srcdir" ] || die "source package did not unpack to ucx-$version"
+mv "$tmp/$srcdir" "$dest"
 echo "fetch-ucx-src.sh: UCX $debver source in $dest"

@@ -127,7 +127,8 @@ SYNCMEM_UCX_WAYS])])
             [AC_MSG_ERROR([ucx_info not found (ucx-utils on Debian); it reports the build configuration the module must match.
 SYNCMEM_UCX_WAYS])])
     ])
-    ucx_info_version=$($UCX_INFO -v | sed -n 's/^# Version //p')
+    # (UCX 1.13 prints "# Version X", later releases "# Library version: X")
+    ucx_info_version=$($UCX_INFO -v | sed -n 's/^# \(Library version:\|Version\) *\(@<:@0-9.@:>@*\).*/\2/p')
     AS_IF([test "$ucx_info_version" != "$UCX_VERSION"],
         [AC_MSG_ERROR([$UCX_INFO reports UCX $ucx_info_version but the development files ($ucx_libdir) are $UCX_VERSION; install matching ucx-utils and libucx-dev])])
 
