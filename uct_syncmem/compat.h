@@ -13,7 +13,8 @@
  *   1.14  md ops: query fills uct_md_attr_v2_t, mem_reg takes params,
  *         mem_attach replaces is_sockaddr_accessible; ucs_mpool_init takes
  *         ucs_mpool_params_t; iface mpool config has chunk size and growth
- *   1.15  internal ops: each transport has its own table;
+ *   1.15  internal ops: each transport has its own table; config parser
+ *         takes the table's registry entry;
  *         iface_is_reachable_v2 (UCP asks it, with a reason string)
  *   1.16  mkey_pack gets the address and length of the region; internal
  *         ops: ep_is_connected
@@ -179,6 +180,21 @@ uct_syncmem_mpool_init(ucs_mpool_t *mp, size_t elem_size, size_t alignment,
 #else
     return ucs_mpool_init(mp, 0, elem_size, 0, alignment, elems_per_chunk,
                           UINT_MAX, ops, name);
+#endif
+}
+
+
+/* --- configuration ------------------------------------------------------- */
+
+/* Parse UCX_<prefix>* into opts (1.15 takes the table's registry entry) */
+static inline ucs_status_t
+uct_syncmem_config_fill(void *opts, ucs_config_global_list_entry_t *entry)
+{
+#if UCT_SYNCMEM_UCX_SINCE(1, 15)
+    return ucs_config_parser_fill_opts(opts, entry, "UCX_", 0);
+#else
+    return ucs_config_parser_fill_opts(opts, entry->table, "UCX_",
+                                       entry->prefix, 0);
 #endif
 }
 

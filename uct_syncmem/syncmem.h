@@ -264,6 +264,7 @@ struct uct_syncmem_iface {
 
 extern uct_component_t uct_syncmem_component;
 extern ucs_config_field_t uct_syncmem_iface_config_table[];
+extern uct_tl_t uct_syncmem_tl;  /* UCT_TL_DEFINE_ENTRY, syncmem_iface.c */
 
 /* syncmem_md.c */
 int uct_syncmem_md_access(unsigned flags);

@@ -164,3 +164,31 @@ TEST(addr, garbage_is_not_reachable)
     memset(&addr, 0xff, sizeof(addr));
     EXPECT_FALSE(uct_syncmem_dev_addr_is_reachable(&port, &addr));
 }
+
+// UCP (1.15+) prints why no transport reaches a peer: each mismatch has its
+// own reason; the same port is told from another port of the same fabric.
+TEST(addr, unreachable_reasons_and_same_port)
+{
+    uct_syncmem_port_t v4a = roce_port(0x01004d0a), v4b = roce_port(0x02014d0a);
+    uct_syncmem_port_t iba = ib_port(1, 0xfe80000000000000ull);
+    uct_syncmem_port_t ibc = ib_port(3, 0xfec0000000000001ull);
+    uct_syncmem_dev_addr_t addr;
+
+    uct_syncmem_dev_addr_pack(&v4b, &addr);
+    EXPECT_EQ(nullptr, uct_syncmem_dev_addr_unreachable(&v4a, &addr));
+    EXPECT_STREQ("the peer's link layer differs (InfiniBand vs Ethernet)",
+                 uct_syncmem_dev_addr_unreachable(&iba, &addr));
+    EXPECT_FALSE(uct_syncmem_dev_addr_is_port(&v4a, &addr));
+    EXPECT_TRUE(uct_syncmem_dev_addr_is_port(&v4b, &addr));
+
+    uct_syncmem_dev_addr_pack(&iba, &addr);
+    EXPECT_STREQ("the peer is on another InfiniBand subnet",
+                 uct_syncmem_dev_addr_unreachable(&ibc, &addr));
+
+    EXPECT_STREQ("not a syncmem device address",
+                 uct_syncmem_dev_addr_unreachable(&v4a, nullptr));
+    memset(&addr, 0, sizeof(addr));
+    EXPECT_STREQ("not a syncmem device address",
+                 uct_syncmem_dev_addr_unreachable(&v4a, &addr));
+    EXPECT_FALSE(uct_syncmem_dev_addr_is_port(&v4a, &addr));
+}

@@ -20,8 +20,7 @@ struct scoped_env {
 
 ucs_status_t read_config(uct_syncmem_iface_config_t *config)
 {
-    return ucs_config_parser_fill_opts(config, uct_syncmem_iface_config_table,
-                                       "UCX_", UCT_SYNCMEM_CONFIG_PREFIX, 0);
+    return uct_syncmem_config_fill(config, &uct_syncmem_tl.config);
 }
 
 } // namespace

@@ -43,7 +43,7 @@ const std::regex ucx_module("lib(ucs|uct|ucm|ucp)_[a-z0-9_]+\\.so(\\.[0-9]+)*");
 
 bool is_ours(const std::string &base)
 {
-    return base.rfind("libuct_syncmem.so", 0) == 0;
+    return base.rfind("libuct_syncmem", 0) == 0;  // .so and _tl.so
 }
 
 // Check each UCX object against the libdir and its ucx/ module directory.
