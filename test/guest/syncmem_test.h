@@ -77,6 +77,20 @@ protected:
 
     typedef std::vector<std::pair<std::string, std::string>> config_mods_t;
 
+    // uct_config_modify(NAME): UCX 1.13 takes the name without the table's
+    // prefix (RCACHE), later releases the full name (SYNCMEM_RCACHE).
+    static ucs_status_t config_modify(void *config, const std::string &name,
+                                      const std::string &value) {
+        ucs_status_t status = uct_config_modify(config,
+                                                (std::string("SYNCMEM_") +
+                                                 name).c_str(),
+                                                value.c_str());
+        if (status == UCS_ERR_NO_ELEM) {
+            status = uct_config_modify(config, name.c_str(), value.c_str());
+        }
+        return status;
+    }
+
     // Opens an MD; mods are NAME=VALUE pairs of its config (RCACHE=n).
     uct_md_h open_md(uct_component_h component, const std::string &name,
                      const config_mods_t &mods = {}) {
@@ -87,8 +101,7 @@ protected:
             return nullptr;
         }
         for (auto &mod : mods) {
-            if (uct_config_modify(config, mod.first.c_str(),
-                                  mod.second.c_str()) != UCS_OK) {
+            if (config_modify(config, mod.first, mod.second) != UCS_OK) {
                 uct_config_release(config);
                 return nullptr;
             }
@@ -119,8 +132,7 @@ protected:
             return status;
         }
         for (auto &mod : mods) {
-            status = uct_config_modify(config, mod.first.c_str(),
-                                       mod.second.c_str());
+            status = config_modify(config, mod.first, mod.second);
             if (status != UCS_OK) {
                 uct_config_release(config);
                 return status;

@@ -322,7 +322,7 @@ TEST_F(syncmem_rcache_test, reg_align_2m)
     // and bad values are refused with a message
     uct_md_config_t *config;
     ASSERT_EQ(UCS_OK, uct_md_config_read(m_component, NULL, NULL, &config));
-    ASSERT_EQ(UCS_OK, uct_config_modify(config, "REG_ALIGN", "3000"));
+    ASSERT_EQ(UCS_OK, config_modify(config, "REG_ALIGN", "3000"));
     uct_md_h bad;
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_md_open(m_component, m_md_name.c_str(), config, &bad));
