@@ -46,8 +46,9 @@ $bb hostname syncmem-guest
 ulimit -l unlimited     # verbs memory registration pins pages
 
 modprobe -a rdma_rxe ib_uverbs dummy veth || fail "modprobe failed"
-# vgem: a dma-buf exporter for the dma-buf test (this kernel has no udmabuf);
-# the test says so if it is missing
+# vgem: a dma-buf exporter for the dma-buf test (6.1 has no udmabuf; 6.12
+# has it built in, but the test uses vgem on both); the test says so if it
+# is missing
 modprobe vgem 2>/dev/null
 mode=$(<"$ctl/mode")
 # (ip/rdma -batch: one exec instead of one per command)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # guest.sh - run a command inside a throwaway VM that has Soft-RoCE (rdma_rxe).
 #
-# The host kernel has no RDMA, so we boot Debian's stock kernel under qemu,
+# The host kernel has no RDMA, so we boot a stock Debian kernel under qemu
+# (bookworm's 6.1 or bookworm-security's 6.12, see --kernel),
 # share the HOST root filesystem read-only over 9p (with a tmpfs overlay so the
 # guest can write), share the build tree read-write at the same absolute path,
 # load rdma_rxe and run COMMAND there.  The guest-side setup lives in
@@ -20,6 +21,11 @@ directory, which should be inside the shared directory).  Exits with COMMAND's
 status; 124 on timeout; 125 if the guest itself failed.
 
 options:
+  --kernel 6.1|6.12 the guest kernel (default \$SYNCMEM_GUEST_KERNEL or 6.1):
+                    6.1 is Debian 12's own (what linux-image-amd64 depends
+                    on), 6.12 the newest linux-image-6.12.*+deb12-amd64 that
+                    apt knows of (bookworm-security); each is fetched with
+                    apt-get download once and cached per package and version
   --two-hosts       two rxe devices (rxe0 on smv0 10.77.1.1, rxe1 on smv1
                     10.77.1.2) joined by a veth pair, so traffic between them
                     really crosses a netdev (tc netem on smv0 works)
@@ -28,19 +34,21 @@ options:
   --cpus N          guest vCPUs (default 2)
   --mem MB          guest memory (default 4096)
   --cache DIR       kernel/initramfs cache (default \$SYNCMEM_GUEST_CACHE or
-                    <repo>/.guest-cache)
+                    <repo>/.guest-cache): DIR/<package>_<version>/
   --share DIR       directory shared read-write at the same path
                     (default: the repo root, $repo_root)
   -h, --help        this text
 
 environment:
   SYNCMEM_GUEST=none       run COMMAND directly on the host (real HCA)
+  SYNCMEM_GUEST_KERNEL=6.1|6.12   the default for --kernel
   SYNCMEM_GUEST_ACCEL=kvm|tcg   force the qemu accelerator (default: tcg
                            unless a real kvm_intel/kvm_amd is loaded)
   SYNCMEM_GUEST_APPEND     extra kernel command line (e.g. loglevel=7;
                            the console is shown only if the guest dies)
   PATH, UCX_*, SYNCMEM_*, GTEST_* are passed into the guest.
 In the guest COMMAND sees SYNCMEM_GUEST=1, SYNCMEM_GUEST_MODE=one|two,
+SYNCMEM_GUEST_KERNEL=6.1|6.12,
 SYNCMEM_DEV0=rxe0:1, SYNCMEM_IP0, and in two-host mode SYNCMEM_DEV1=rxe1:1,
 SYNCMEM_IP1, SYNCMEM_NETDEV0/1.
 EOF
@@ -49,12 +57,13 @@ EOF
 say() { echo "$prog: $*" >&2; }
 die() { say "$*"; exit 125; }
 
-mode=one timeout=1800 cpus=2 mem=4096
+mode=one timeout=1800 cpus=2 mem=4096 kernel=${SYNCMEM_GUEST_KERNEL:-6.1}
 cache=${SYNCMEM_GUEST_CACHE:-$repo_root/.guest-cache}
 share=$repo_root
 while (($#)); do
     case $1 in
         --two-hosts) mode=two ;;
+        --kernel) kernel=${2:?}; shift ;;
         --timeout) timeout=${2:?}; shift ;;
         --cpus) cpus=${2:?}; shift ;;
         --mem) mem=${2:?}; shift ;;
@@ -67,6 +76,8 @@ while (($#)); do
     shift
 done
 (($#)) || { usage >&2; exit 125; }
+[[ $kernel == 6.1 || $kernel == 6.12 ]] ||
+    { say "--kernel (or SYNCMEM_GUEST_KERNEL) must be 6.1 or 6.12, not '$kernel'"; exit 125; }
 
 # --- machine with a real HCA: no VM, just export the same variables --------
 if [[ ${SYNCMEM_GUEST:-} == none ]]; then
@@ -82,7 +93,8 @@ fi
 need=()
 # busybox-static: it runs inside the initramfs with no libc around.
 # ibverbs-providers holds librxe (only a Recommends of libibverbs1).
-for p in qemu-system-x86 busybox-static kmod cpio xz-utils rdma-core \
+# zstd: 6.12's vmlinuz is zstd-compressed (6.1's xz).
+for p in qemu-system-x86 busybox-static kmod cpio xz-utils zstd rdma-core \
          ibverbs-utils ibverbs-providers iproute2; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
@@ -94,50 +106,92 @@ if ((${#need[@]})); then
         die "could not install packages; please install: ${need[*]}"
 fi
 
-# --- kernel (cached) ------------------------------------------------------
-# The kernel package is unpacked under $cache/root; its modules directory is
-# shared into the guest as /lib/modules/<kver> (the host has none for it).
+# --- kernel (cached, one directory per package and version) ----------------
+# 6.1: what the linux-image-amd64 metapackage depends on (bookworm's kernel);
+# 6.12: the newest linux-image-6.12.<n>+deb12-amd64 apt knows of
+# (bookworm-security).  Each is unpacked under $cache/<package>_<version>/root;
+# its modules directory is shared into the guest as /lib/modules/<kver> (the
+# host has none for it).  "ok" is written last, once the tree is complete.
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 exec 9>"$cache/.lock"   # concurrent runs: one prepares, the others wait
 flock 9
-kimg=$(compgen -G "$cache/root/boot/vmlinuz-*" | head -1 || true)
-if [[ -z $kimg ]]; then
-    # linux-image-amd64 is a metapackage: resolve the real linux-image-<kver>.
-    kpkg() { apt-cache depends linux-image-amd64 2>/dev/null |
-             awk '/Depends: linux-image-[0-9]/ {print $2; exit}'; }
-    pkg=$(kpkg)
-    [[ -z $pkg && $EUID == 0 ]] && apt-get update -q >&2 && pkg=$(kpkg)
-    [[ -n $pkg ]] || die "kernel download failed: cannot resolve linux-image-amd64 (apt-get update?)"
-    say "downloading $pkg"
-    rm -rf "$cache/dl" "$cache/root"; mkdir -p "$cache/dl"
+resolve_kernel() { # prints "<package> <version>", nothing if apt does not know
+    local pkg='' p
+    case $kernel in
+        6.1)  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+                    awk '/Depends: linux-image-[0-9]/ {print $2; exit}') ;;
+        6.12) for p in $(apt-cache pkgnames linux-image-6.12. 2>/dev/null |
+                         grep -E '^linux-image-6\.12\.[0-9]+\+deb12-amd64$' |
+                         sort -rV); do
+                  pkg=$p; break
+              done ;;
+    esac
+    [[ -n $pkg ]] || return 0
+    apt-cache policy "$pkg" 2>/dev/null |
+        awk -v p="$pkg" '$1 == "Candidate:" && $2 != "(none)" {print p, $2}'
+}
+kernel_ok() { # kernel_ok DIR: an unpacked, complete kernel tree
+    local k
+    k=$(compgen -G "$1/root/boot/vmlinuz-*" | head -1) || return 1
+    [[ -e $1/ok && -e $1/root/lib/modules/${k##*/vmlinuz-}/modules.dep ]]
+}
+read -r pkg pkgver < <(resolve_kernel) || true
+if [[ -z $pkg && $EUID == 0 ]]; then
+    apt-get update -q >&2 || true
+    read -r pkg pkgver < <(resolve_kernel) || true
+fi
+if [[ -n $pkg ]]; then
+    kdir=$cache/${pkg}_$pkgver
+else
+    # apt cannot say (no lists, no root): the newest cached one, if any
+    kdir=$(compgen -G "$cache/linux-image-$kernel.*_*" | sort -V | tail -1 || true)
+    { [[ -n $kdir ]] && kernel_ok "$kdir"; } ||
+        die "cannot resolve the $kernel kernel package with apt-cache: run apt-get update (as root)"
+    say "apt cannot resolve the $kernel kernel; using the cached ${kdir##*/}"
+fi
+if ! kernel_ok "$kdir"; then
+    say "downloading $pkg $pkgver"
+    # (the layout before per-kernel directories, and older versions of this
+    # series: nothing uses them any more)
+    rm -rf "$cache/root" "$cache"/initramfs-*.cpio.gz
+    rm -rf "$cache/linux-image-$kernel".*_* "$cache/dl"
+    mkdir -p "$cache/dl" "$kdir"
     # (Sandbox::User=root: else apt, as root, warns that its _apt user
     # cannot write to the directory; harmless but noisy)
-    (cd "$cache/dl" && apt-get download -q -o APT::Sandbox::User=root "$pkg" >&2) ||
-        die "kernel download failed: apt-get download $pkg"
-    dpkg-deb -x "$cache"/dl/"$pkg"_*.deb "$cache/root" ||
-        die "cannot unpack $cache/dl/$pkg"
+    (cd "$cache/dl" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$pkgver" >&2) ||
+        die "kernel download failed: apt-get download $pkg=$pkgver (apt-get update?)"
+    dpkg-deb -x "$cache"/dl/"$pkg"_*.deb "$kdir/root" ||
+        die "cannot unpack $cache/dl/$pkg (disk full?); remove $kdir and retry"
     rm -rf "$cache/dl"
-    kimg=$(compgen -G "$cache/root/boot/vmlinuz-*" | head -1)
 fi
+kimg=$(compgen -G "$kdir/root/boot/vmlinuz-*" | head -1) ||
+    die "no vmlinuz in $kdir: remove it and retry"
 kver=${kimg##*/vmlinuz-}
 # Under TCG the decompressor in vmlinuz costs ~4.5 s per boot.  The kernel
 # has a PVH entry note, so qemu can start the uncompressed ELF directly.
-vmlinux=$cache/root/boot/vmlinux-$kver
+vmlinux=$kdir/root/boot/vmlinux-$kver
 if [[ ! -e $vmlinux ]]; then
-    off=$(grep -abo $'\xfd7zXZ\x00' "$kimg" | head -1 | cut -d: -f1)
-    # (xz complains about the data after the stream: ignore, check the ELF)
-    [[ -n $off ]] && { tail -c +$((off + 1)) "$kimg" |
-        xz -dc >"$vmlinux.tmp" 2>/dev/null || true; }
+    # 6.1's payload is xz, 6.12's zstd; the first stream that decompresses
+    # to an ELF wins.  (Both tools complain about the data after the stream:
+    # ignore that, check the ELF.)
+    for magic in $'\xfd7zXZ' $'\x28\xb5\x2f\xfd'; do
+        case $magic in $'\xfd'*) unz=(xz -dc) ;; *) unz=(zstd -dcq) ;; esac
+        off=$(LC_ALL=C grep -abo "$magic" "$kimg" | head -1 | cut -d: -f1 || true)
+        [[ -n $off ]] || continue
+        tail -c +$((off + 1)) "$kimg" | "${unz[@]}" >"$vmlinux.tmp" 2>/dev/null || true
+        [[ $(head -c 4 "$vmlinux.tmp") == $'\x7fELF' ]] && break
+    done
     if [[ $(head -c 4 "$vmlinux.tmp" 2>/dev/null) == $'\x7fELF' ]]; then
         mv "$vmlinux.tmp" "$vmlinux"
     else
         rm -f "$vmlinux.tmp"; ln -s "${kimg##*/}" "$vmlinux"
     fi
 fi
-moddir=$cache/root/lib/modules/$kver
-[[ -e $moddir/modules.dep ]] || depmod -b "$cache/root" "$kver" ||
-    die "depmod failed for $kver"
+moddir=$kdir/root/lib/modules/$kver
+[[ -e $moddir/modules.dep ]] || depmod -b "$kdir/root" "$kver" ||
+    die "depmod failed for $kver in $kdir: remove it and retry"
+: >"$kdir/ok"
 
 # --- initramfs (cached, keyed by kernel and the /init text) ---------------------
 # Only what is needed to reach the host root: virtio-pci, 9p, overlay.  The
@@ -171,10 +225,10 @@ umount /proc
 exec switch_root /newroot /bin/bash /.guest/guest-init.sh
 EOF
 sum=$(printf '%s' "$initscript" | md5sum | cut -c1-8)
-initrd=$cache/initramfs-$kver-$sum.cpio.gz
+initrd=$kdir/initramfs-$sum.cpio.gz
 if [[ ! -e $initrd ]]; then
     say "building $initrd"
-    rm -f "$cache"/initramfs-*.cpio.gz
+    rm -f "$kdir"/initramfs-*.cpio.gz
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
     mkdir -p "$tmp"/{bin,proc,dev}
     cp /bin/busybox "$tmp/bin/"
@@ -182,10 +236,12 @@ if [[ ! -e $initrd ]]; then
         ln -s busybox "$tmp/bin/$a"
     done
     printf '%s\n' "$initscript" >"$tmp/init"; chmod +x "$tmp/init"
-    modprobe -d "$cache/root" -S "$kver" --show-depends -a \
+    modprobe -d "$kdir/root" -S "$kver" --show-depends -a \
         virtio_pci 9pnet_virtio 9p overlay | awk '$1 == "insmod" {print $2}' |
         while read -r ko; do
-            cp "$ko" "$tmp/bin/" && echo "/bin/${ko##*/}"
+            # 6.12's modules are .ko.xz: busybox's insmod wants them plain
+            b=${ko##*/}; b=${b%.xz}
+            xz -dcf "$ko" >"$tmp/bin/$b" && echo "/bin/$b"
         done | awk '!seen[$0]++' >"$tmp/modules.list"
     [[ -s $tmp/modules.list ]] || die "no modules found in $moddir"
     (cd "$tmp" && find . | cpio -o -H newc --quiet | gzip -1) >"$initrd.tmp"
@@ -200,6 +256,7 @@ trap 'rm -rf "$ctl"' EXIT
 share=$(cd "$share" && pwd)
 printf '%s\n' "$share" >"$ctl/share"
 printf '%s\n' "$mode" >"$ctl/mode"
+export SYNCMEM_GUEST_KERNEL=$kernel   # (passed on below, as SYNCMEM_*)
 cp "$repo_root/contrib/guest-init.sh" "$ctl/" || die "guest-init.sh missing"
 {
     # COMMAND's stdout is a serial tty in the guest even when ours is a file
