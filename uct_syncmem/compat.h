@@ -20,7 +20,7 @@
  *         ops: ep_is_connected
  *   1.17  rcache configuration is UCS's (ucs_rcache_config_t); alignment is
  *         per ucs_rcache_get() call; ucs_align_*_pow2 in ucs/sys/ptr_arith.h
- *   1.18  rcache ops: merge (always called)
+ *   1.18  rcache ops: merge (always called); iface flag INTER_NODE
  *   1.19  rkey_unpack takes params; the rcache config loses alignment
  *   1.20  internal ops: iface_query_v2, iface_mem_element_pack,
  *         ep_get_device_ep (1.21 drops the first two again)
@@ -182,6 +182,15 @@ uct_syncmem_mpool_init(ucs_mpool_t *mp, size_t elem_size, size_t alignment,
                           UINT_MAX, ops, name);
 #endif
 }
+
+
+/* UCP (1.18+) takes an iface without this flag for shared memory: a peer
+ * on another node would never get a lane */
+#if UCT_SYNCMEM_UCX_SINCE(1, 18)
+#  define UCT_SYNCMEM_IFACE_FLAG_INTER_NODE UCT_IFACE_FLAG_INTER_NODE
+#else
+#  define UCT_SYNCMEM_IFACE_FLAG_INTER_NODE 0
+#endif
 
 
 /* --- configuration ------------------------------------------------------- */

@@ -260,7 +260,8 @@ static ucs_status_t uct_syncmem_iface_query(uct_iface_h tl_iface,
     attr->ep_addr_len     = 0;
     attr->max_conn_priv   = 0;
 
-    attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+    attr->cap.flags       = UCT_SYNCMEM_IFACE_FLAG_INTER_NODE |
+                            UCT_IFACE_FLAG_CONNECT_TO_IFACE |
                             UCT_IFACE_FLAG_AM_BCOPY |
                             UCT_IFACE_FLAG_AM_ZCOPY |
                             UCT_IFACE_FLAG_PUT_BCOPY |
