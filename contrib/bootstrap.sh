@@ -31,20 +31,7 @@ pkgs="libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
       iproute2 openmpi-bin libopenmpi-dev mpich libmpich-dev time gnuplot-nox
       bsdextrautils libdrm-dev"
 
-if [ "$install" = yes ]; then
-    missing=
-    for p in $pkgs; do
-        dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
-            missing="$missing $p"
-    done
-    if [ -n "$missing" ]; then
-        echo "bootstrap: installing$missing"
-        sudo=; [ "$(id -u)" = 0 ] || sudo="sudo -n"
-        $sudo apt-get update -qq
-        $sudo env DEBIAN_FRONTEND=noninteractive \
-            apt-get install -y -qq --no-install-recommends $missing >/dev/null
-    fi
-fi
+[ "$install" = no ] || config/apt-install.sh $pkgs
 
 [ -x configure ] || ./autogen.sh
 [ -f Makefile ] || ./configure "$@"

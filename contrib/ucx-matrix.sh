@@ -106,10 +106,10 @@ fi
 # gtest: '[  PASSED  ] N tests.' and 'N FAILED TEST(S)' (a crash counts as
 # one failure); perftest: PASS/FAIL lines
 passed=$(( $(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | paste -sd+ | sed 's/^$/0/') +
-           $(grep -c '^PASS ' "$log" || true) ))
+           $(grep -cE '^PASS (perftest|lanes)' "$log" || true) ))
 failed=$(( $(sed -n 's/^ *\([0-9]*\) FAILED TESTS\{0,1\}$/\1/p' "$log" | paste -sd+ | sed 's/^$/0/') +
-           $(grep -c '^FAIL ' "$log" || true) +
+           $(grep -cE '^FAIL (perftest|lanes)' "$log" || true) +
            $(grep -cE 'Segmentation fault|Aborted|core dumped' "$log" || true) ))
-grep -E '^\[  FAILED  \] [a-z]|^FAIL ' "$log" | sort -u >&2 || true
+grep -E '^\[  FAILED  \] [a-z]|^FAIL (perftest|lanes)' "$log" | sort -u >&2 || true
 say "log: $log"
 echo "$version: $passed passed, $failed failed"

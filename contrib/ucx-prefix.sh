@@ -45,19 +45,7 @@ done
 # Build dependencies (Debian's Build-Depends, limited as above).
 pkgs="libucx-dev dpkg-dev autoconf automake libtool pkg-config make gcc g++
       libibverbs-dev libnuma-dev"
-missing=
-for p in $pkgs; do
-    dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
-        missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-    say "installing$missing"
-    sudo=; [ "$(id -u)" = 0 ] || sudo="sudo -n"
-    { $sudo apt-get update -qq &&
-      $sudo env DEBIAN_FRONTEND=noninteractive \
-          apt-get install -y -qq --no-install-recommends $missing >/dev/null; } ||
-        die "could not install$missing; install them and run again"
-fi
+"$top/config/apt-install.sh" $pkgs || die "missing build dependencies"
 
 debver=$(dpkg-query -W -f '${Version}' libucx-dev) ||
     die "cannot read the installed libucx-dev version"
