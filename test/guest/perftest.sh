@@ -63,14 +63,15 @@ ucp stream_bw_errh -t stream_bw -s 65536   -n 100 -e
 
 # What UCP chooses with UCX_TLS=syncmem, per feature set: its lanes
 # ("lane[0]: 0:syncmem/rxe0:1.0 ... amo#0") and, where it prints one, its
-# summary ("ep_cfg[0]: tag(syncmem/rxe0:1)"). Everything must be on
+# summary ("ep_cfg[0]: tag(syncmem/rxe0:1)"; from UCX 1.18 "ucx_info
+# inter-node cfg#0 tag(syncmem/rxe0:1)"). Everything must be on
 # syncmem, and atomics on an 'amo' lane (device atomics), not emulated
 # with active messages.
 lanes() {
     features=$1 want=$2
     out=$(UCX_TLS=syncmem UCX_NET_DEVICES="$dev" UCX_LOG_LEVEL=info \
           "$top/contrib/syncmem-run" ucx_info -e -u "$features" -n 1 -P inter \
-          2>&1 | grep -oE '(ep_cfg|lane)\[.*' | tr -s ' ')
+          2>&1 | grep -oE '(ep_cfg|lane)\[.*|cfg#[0-9]+ .*' | tr -s ' ')
     if [ -z "$out" ] || ! echo "$out" | grep -q -- "$want" ||
        echo "$out" | grep -oE '([0-9]:|\()[a-z0-9_]+/' | grep -qv 'syncmem/'; then
         echo "FAIL lanes -u $features: want '$want', all on syncmem: ${out:-nothing reported}"
