@@ -44,7 +44,17 @@ server=$!
 
 # wait until the server listens, rather than guessing how long that takes
 i=0
-until ss -Hltn "sport = :$port" 2>/dev/null | grep -q .; do
+# (a Debian root without iproute2 has no ss: read /proc/net/tcp, where a
+# listening socket is state 0A on local port $port in hex)
+listening() {
+    if command -v ss >/dev/null; then
+        ss -Hltn "sport = :$port" 2>/dev/null | grep -q .
+    else
+        grep -qiE "^ *[0-9]+: [0-9A-F]+:$(printf %04X "$port") [0-9A-F:]+ 0A" \
+            /proc/net/tcp /proc/net/tcp6 2>/dev/null
+    fi
+}
+until listening; do
     i=$((i + 1))
     if [ $i -gt 600 ] || ! kill -0 $server 2>/dev/null; then
         echo "perftest-pair: the server never listened on port $port" >&2
