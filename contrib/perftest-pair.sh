@@ -37,8 +37,11 @@ if [ -n "$raw" ]; then
     timeout 120 taskset -c 0 $tool -p "$port" "$@" > "$tmp/server" 2>&1 &
 else
     # shellcheck disable=SC2086
-    # (-P 0: a ucx_perftest built with MPI, as Debian 13's, waits for mpirun)
-    timeout 120 $tool -P 0 -p "$port" -c 0 "$@" > "$tmp/server" 2>&1 &
+    # -P 0: a ucx_perftest built with MPI (Debian 13's) waits for mpirun
+    # otherwise; one built without it (Debian 12's) has no -P
+    mpi=
+    $tool -h 2>&1 | grep -q -- '-P <0|1>' && mpi="-P 0"
+    timeout 120 $tool $mpi -p "$port" -c 0 "$@" > "$tmp/server" 2>&1 &
 fi
 server=$!
 
@@ -71,7 +74,7 @@ if [ -n "$raw" ]; then
 else
     # shellcheck disable=SC2086
     /usr/bin/time -f '%U %S' -o "$tmp/cpu" timeout 110 $run $wrap ucx_perftest \
-        -P 0 127.0.0.1 -p "$port" -c 1 "$@" > "$tmp/client" 2>&1
+        $mpi 127.0.0.1 -p "$port" -c 1 "$@" > "$tmp/client" 2>&1
 fi
 crc=$?
 # UCX 1.18's server of a UCT test goes back to accept() after a complete
