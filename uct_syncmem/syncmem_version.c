@@ -42,11 +42,12 @@ int uct_syncmem_ucx_version(unsigned *major, unsigned *minor, unsigned *patch);
 /* Keeps libuct a dependency (see above); never called */
 void *uct_syncmem_uct_dependency = (void*)uct_query_components;
 
-/* path of a file named name in the directory of the object defining addr */
-static int uct_syncmem_path_beside(const void *addr, const char *prefix,
-                                   const char *name, char *path, size_t max)
+/* Path of a file beside the object that defines addr: named to, or (with
+ * from) the object's own name with its leading from replaced by to. */
+static int uct_syncmem_path_beside(const void *addr, const char *from,
+                                   const char *to, char *path, size_t max)
 {
-    const char *base;
+    const char *base, *rest = "";
     Dl_info info;
 
     if (!dladdr(addr, &info) || (info.dli_fname == NULL)) {
@@ -55,20 +56,21 @@ static int uct_syncmem_path_beside(const void *addr, const char *prefix,
 
     base = strrchr(info.dli_fname, '/');
     base = (base == NULL) ? info.dli_fname : base + 1;
-    if ((prefix != NULL) && strncmp(base, prefix, strlen(prefix))) {
-        return 0;
+    if (from != NULL) {
+        if (strncmp(base, from, strlen(from))) {
+            return 0;
+        }
+        rest = base + strlen(from);
     }
 
-    return snprintf(path, max, "%.*s%s", (int)(base - info.dli_fname),
-                    info.dli_fname, name) < max;
+    return snprintf(path, max, "%.*s%s%s", (int)(base - info.dli_fname),
+                    info.dli_fname, to, rest) < max;
 }
 
 /* ucp_get_version of the UCX whose libucs this process runs */
 static uct_syncmem_get_version_func_t uct_syncmem_find_get_version(void)
 {
-    char path[PATH_MAX], name[NAME_MAX];
-    const char *base;
-    Dl_info info;
+    char path[PATH_MAX];
     void *sym, *dl;
 
     /* A UCP program (ucx_info, ucx_perftest, MPI) has libucp loaded */
@@ -81,16 +83,8 @@ static uct_syncmem_get_version_func_t uct_syncmem_find_get_version(void)
      * libucs is (libucs.so.0 -> libucp.so.0). Kept loaded (NODELETE): its
      * constructors add UCP's configuration tables to UCS's global list,
      * which must not point into an unloaded library. */
-    sym = (void*)ucs_status_string;
-    if (!dladdr(sym, &info) || (info.dli_fname == NULL)) {
-        return NULL;
-    }
-
-    base = strrchr(info.dli_fname, '/');
-    base = (base == NULL) ? info.dli_fname : base + 1;
-    if ((strncmp(base, "libucs", 6) != 0) ||
-        (snprintf(name, sizeof(name), "libucp%s", base + 6) >= sizeof(name)) ||
-        !uct_syncmem_path_beside(sym, NULL, name, path, sizeof(path))) {
+    if (!uct_syncmem_path_beside((void*)ucs_status_string, "libucs", "libucp",
+                                 path, sizeof(path))) {
         return NULL;
     }
 
