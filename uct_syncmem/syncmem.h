@@ -96,6 +96,16 @@ enum {
 
 #define UCT_SYNCMEM_AM_MAX_HDR 128
 
+/*
+ * Immediate data of an active message, host order:
+ *   | sn (16) | flags (8) | AM id (8) |
+ * sn is the sending endpoint's request number: after a reconnect the
+ * receiver drops a replayed message it already has (syncmem_reconnect.c).
+ */
+#define UCT_SYNCMEM_AM_IMM_ID_MASK   0xffu
+#define UCT_SYNCMEM_AM_IMM_FLAG_CRC  UCS_BIT(8)  /* payload ends with CRC32C */
+#define UCT_SYNCMEM_AM_IMM_SN_SHIFT  16
+
 typedef struct uct_syncmem_iface_config {
     uct_iface_config_t super;
     unsigned           rx_queue_len;  /* receive buffers in the SRQ */

@@ -90,6 +90,7 @@ void uct_syncmem_rx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
 {
     uct_syncmem_rx_desc_t *desc = (uct_syncmem_rx_desc_t*)wc->wr_id;
     ucs_status_t status;
+    uint32_t imm;
 
     ++iface->rx.available;
     if (ucs_unlikely((wc->status != IBV_WC_SUCCESS) ||
@@ -102,7 +103,9 @@ void uct_syncmem_rx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
         return;
     }
 
-    status = uct_iface_invoke_am(&iface->super, ntohl(wc->imm_data),
+    imm    = ntohl(wc->imm_data);
+    status = uct_iface_invoke_am(&iface->super,
+                                 imm & UCT_SYNCMEM_AM_IMM_ID_MASK,
                                  uct_syncmem_rx_data(iface, desc),
                                  wc->byte_len, UCT_CB_PARAM_FLAG_DESC);
     if (status == UCS_OK) {
