@@ -267,3 +267,39 @@ TEST_F(syncmem_wire_test, link_outage_longer_than_the_deadline_fails_once)
     EXPECT_EQ(ep, m_errors[0].first);
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_errors[0].second);
 }
+
+// Cancel while reconnecting: nothing is in flight on the new QP, so what is
+// outstanding ends at once, canceled; the user's error handler is not called.
+TEST_F(syncmem_wire_test, flush_cancel_while_reconnecting)
+{
+    uct_iface_h a, b;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
+                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
+                                  {"CM_TIMEOUT", "50ms"},
+                                  {"RECONNECT_TIMEOUT", "20s"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    uct_ep_h ep;
+    ASSERT_EQ(UCS_OK, connect(a, b, &ep));
+    std::vector<uint64_t> mem(100, 0);
+    uct_rkey_t rkey = remote(mem);
+    ASSERT_EQ(UCS_OK, put_sequence(ep, mem, rkey)); // connected, working
+
+    set_loss(100);
+    uint64_t v = 1;
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &v, 8, (uintptr_t)&mem[0], rkey));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &comp));
+    // the QP fails after the RC retries, and the endpoint reconnects
+    for (int i = 0; (i < 1000000) && (uct_syncmem_ep_reconnects(ep) == 0); ++i) {
+        uct_worker_progress(m_worker);
+    }
+    ASSERT_EQ(1u, uct_syncmem_ep_reconnects(ep));
+    EXPECT_EQ(1, comp.count) << "completed while the link is down";
+
+    EXPECT_EQ(UCS_OK, uct_ep_flush(ep, UCT_FLUSH_FLAG_CANCEL, NULL));
+    EXPECT_EQ(0, comp.count);
+    EXPECT_EQ(UCS_ERR_CANCELED, comp.status);
+    EXPECT_TRUE(m_errors.empty());
+    EXPECT_EQ(UCS_ERR_CANCELED,
+              uct_ep_put_short(ep, &v, 8, (uintptr_t)&mem[0], rkey));
+}
