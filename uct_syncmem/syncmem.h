@@ -121,6 +121,7 @@ typedef struct uct_syncmem_iface_config {
     ucs_time_t         cm_timeout;    /* handshake retransmit interval */
     ucs_time_t         keepalive_interval;
     unsigned           cm_retries;
+    unsigned           cm_max_half_open; /* passive QPs with no known peer */
     double             rc_timeout;    /* RC ack timeout, seconds */
     unsigned           rc_retry_count;
     unsigned           rc_rnr_retry_count;
@@ -263,6 +264,10 @@ typedef struct uct_syncmem_cm {
     struct uct_syncmem_cm_retired_ah *retired;
     struct uct_syncmem_cm_tomb *tombs; /* passive QPs the keepalive freed */
     unsigned         num_tombs;
+    unsigned         half_open;      /* passive, no keepalive answered yet */
+    unsigned         dropped;        /* messages dropped, not yet reported */
+    unsigned         refused;        /* REQs refused, not yet reported */
+    ucs_time_t       drop_report_time;
     int              fault_id;       /* FAULT_QP_ERROR timer; -1: none */
 } uct_syncmem_cm_t;
 
@@ -331,6 +336,7 @@ struct uct_syncmem_iface {
         size_t         seg_size;
         ucs_time_t     cm_timeout;
         unsigned       cm_retries;
+        unsigned       cm_max_half_open;
         ucs_time_t     keepalive_interval;
         uint8_t        rc_timeout;      /* IB encoding: 4.096us * 2^N */
         uint8_t        rc_retry_count;
@@ -455,6 +461,7 @@ ucs_status_t uct_syncmem_rx_init(uct_syncmem_iface_t *iface,
 void uct_syncmem_rx_cleanup(uct_syncmem_iface_t *iface);
 unsigned uct_syncmem_rx_post(uct_syncmem_iface_t *iface, unsigned max);
 unsigned uct_syncmem_rx_progress(uct_syncmem_iface_t *iface);
+void uct_syncmem_rx_release_desc(uct_recv_desc_t *self, void *desc);
 
 /* syncmem_fault.c */
 ucs_status_t uct_syncmem_fault_ep_init(uct_syncmem_ep_t *ep);

@@ -19,7 +19,7 @@ int uct_syncmem_gid_is_ipv4(const union ibv_gid *gid)
 
 static uint16_t uct_syncmem_dev_addr_crc(const uct_syncmem_dev_addr_t *addr)
 {
-    return ucs_crc16(addr, ucs_offsetof(uct_syncmem_dev_addr_t, crc));
+    return ucs_crc16(addr, offsetof(uct_syncmem_dev_addr_t, crc));
 }
 
 void uct_syncmem_dev_addr_pack(const uct_syncmem_port_t *port,
@@ -39,10 +39,12 @@ void uct_syncmem_dev_addr_pack(const uct_syncmem_port_t *port,
     addr->crc = uct_syncmem_dev_addr_crc(addr);
 }
 
+/* Only what pack makes is accepted, so that one port has one address. */
 ucs_status_t uct_syncmem_dev_addr_unpack(const uct_syncmem_dev_addr_t *addr,
                                          uct_syncmem_port_t *port)
 {
     static const uint8_t zero_gid[16];
+    union ibv_gid gid;
     int eth;
 
     if ((addr->magic != UCT_SYNCMEM_DEV_ADDR_MAGIC) ||
@@ -52,10 +54,14 @@ ucs_status_t uct_syncmem_dev_addr_unpack(const uct_syncmem_dev_addr_t *addr,
         return UCS_ERR_INVALID_ADDR;
     }
 
+    memcpy(gid.raw, addr->gid, sizeof(gid.raw)); /* aligned, for the test */
     eth = !!(addr->flags & UCT_SYNCMEM_DEV_ADDR_FLAG_ETH);
     if ((addr->flags & ~UCT_SYNCMEM_DEV_ADDR_FLAGS_ALL) ||
         (addr->mtu < IBV_MTU_256) || (addr->mtu > IBV_MTU_4096) ||
         (eth && !memcmp(addr->gid, zero_gid, sizeof(zero_gid))) ||
+        (eth && (!!(addr->flags & UCT_SYNCMEM_DEV_ADDR_FLAG_IPV4) !=
+                 uct_syncmem_gid_is_ipv4(&gid))) ||
+        (!eth && (addr->flags & UCT_SYNCMEM_DEV_ADDR_FLAG_IPV4)) ||
         (!eth && (addr->lid == 0))) {
         ucs_debug("syncmem: malformed device address (flags 0x%x mtu %u lid %u)",
                   addr->flags, addr->mtu, addr->lid);
@@ -117,4 +123,20 @@ int uct_syncmem_dev_addr_is_port(const uct_syncmem_port_t *local,
            (uct_syncmem_dev_addr_unpack(remote, &peer) == UCS_OK) &&
            (peer.link_layer == local->link_layer) && (peer.lid == local->lid) &&
            !memcmp(&peer.gid, &local->gid, sizeof(peer.gid));
+}
+
+ucs_status_t uct_syncmem_iface_addr_unpack(const uct_syncmem_iface_addr_t *addr,
+                                           uint64_t *id_p, uint32_t *cm_qpn_p)
+{
+    uct_syncmem_iface_addr_t copy;
+
+    memcpy(&copy, addr, sizeof(copy)); /* from the network: unaligned */
+    if ((copy.cm_qpn < 2) || (copy.cm_qpn > 0xffffffu)) {
+        ucs_debug("syncmem: malformed interface address (QP 0x%x)",
+                  copy.cm_qpn);
+        return UCS_ERR_INVALID_ADDR;
+    }
+    *id_p     = copy.id;
+    *cm_qpn_p = copy.cm_qpn;
+    return UCS_OK;
 }

@@ -57,4 +57,9 @@ int uct_syncmem_dev_addr_is_port(const uct_syncmem_port_t *local,
 
 int uct_syncmem_gid_is_ipv4(const union ibv_gid *gid);
 
+/* Checks an interface address from a peer (a QP number must fit 24 bits
+ * and not be a management QP's). */
+ucs_status_t uct_syncmem_iface_addr_unpack(const uct_syncmem_iface_addr_t *addr,
+                                           uint64_t *id_p, uint32_t *cm_qpn_p);
+
 #endif

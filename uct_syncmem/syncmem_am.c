@@ -22,6 +22,7 @@
 #include "syncmem.h"
 #include "syncmem_tx.inl"
 
+#include <ucs/time/time.h>
 #include <arpa/inet.h>
 
 
@@ -32,7 +33,7 @@ uct_syncmem_rx_data(uct_syncmem_iface_t *iface, uct_syncmem_rx_desc_t *desc)
 }
 
 /* Release of a descriptor the user kept (uct_iface_release_desc). */
-static void uct_syncmem_rx_release_desc(uct_recv_desc_t *self, void *desc)
+void uct_syncmem_rx_release_desc(uct_recv_desc_t *self, void *desc)
 {
     uct_syncmem_iface_t *iface = ucs_container_of(self, uct_syncmem_iface_t,
                                                   rx.release_desc);
@@ -108,6 +109,24 @@ uct_syncmem_rx_check_sn(uct_syncmem_iface_t *iface, uint32_t qpn, uint16_t sn)
     return 0;
 }
 
+/* A peer sent an AM id out of range: said at most once a second, since a
+ * peer can send any number. */
+static UCS_F_NOINLINE void uct_syncmem_rx_bad_id(uint32_t qpn, unsigned id)
+{
+    static ucs_time_t next_report;
+    static unsigned dropped;
+    ucs_time_t now = ucs_get_time();
+
+    ++dropped;
+    if (now >= next_report) {
+        ucs_diag("syncmem: dropped %u active message(s) of an id out of"
+                 " range (the last: id %u from QP 0x%x; at most %u)", dropped,
+                 id, qpn, (unsigned)UCT_AM_ID_MAX - 1);
+        next_report = now + ucs_time_from_sec(1.0);
+        dropped     = 0;
+    }
+}
+
 /* One receive completion: hand the message to its handler. */
 void uct_syncmem_rx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
 {
@@ -127,6 +146,13 @@ void uct_syncmem_rx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
     }
 
     imm = ntohl(wc->imm_data);
+    if (ucs_unlikely((imm & UCT_SYNCMEM_AM_IMM_ID_MASK) >= UCT_AM_ID_MAX)) {
+        /* no sender of ours does this, and UCT would index past its
+         * handler table (or abort in its assertion) */
+        uct_syncmem_rx_bad_id(wc->qp_num, imm & UCT_SYNCMEM_AM_IMM_ID_MASK);
+        ucs_mpool_put_inline(desc);
+        return;
+    }
     if (ucs_unlikely(uct_syncmem_rx_check_sn(iface, wc->qp_num,
                                              imm >> UCT_SYNCMEM_AM_IMM_SN_SHIFT))) {
         ucs_mpool_put_inline(desc); /* had it before the sender reconnected */

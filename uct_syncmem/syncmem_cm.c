@@ -19,6 +19,8 @@
  * (initiator iface id, connection id) and gets the same REP again; a
  * duplicate REP finds no connecting endpoint and is dropped. DREQ, best
  * effort, releases the passive QP when the endpoint is destroyed.
+ * Which messages are believed, and the cap on half-open connections, are
+ * decided in syncmem_cm_msg.c; this file does what it decides.
  *
  * Reconnect (syncmem_fault.c): the initiator sends REQ again for the same
  * connection id with the next generation number and a new RC QP; the peer
@@ -45,8 +47,7 @@
  * REP (connects its QP) from its own progress, since only it may change an
  * endpoint's state.
  */
-#include "syncmem.h"
-#include "syncmem_addr.h"
+#include "syncmem_cm.h"
 
 #include <ucs/async/async.h>
 #include <ucs/time/time.h>
@@ -57,51 +58,8 @@
 #define UCT_SYNCMEM_CM_QKEY     0x53594e43u /* "SYNC" */
 #define UCT_SYNCMEM_CM_RECVS    64
 #define UCT_SYNCMEM_CM_SENDS    16
-#define UCT_SYNCMEM_CM_GRH_LEN  40          /* UD receives start with it */
-#define UCT_SYNCMEM_CM_SLOT     128
 #define UCT_SYNCMEM_CM_PROBES   32          /* keepalive writes in flight */
-#define UCT_SYNCMEM_CM_TOMBS    64          /* released connections kept */
 
-enum {
-    UCT_SYNCMEM_CM_REQ  = 1,
-    UCT_SYNCMEM_CM_REP  = 2,
-    UCT_SYNCMEM_CM_DREQ = 3
-};
-
-typedef struct UCS_S_PACKED uct_syncmem_cm_msg {
-    uint8_t                type;
-    uint32_t               src_cm_qpn;   /* where to answer */
-    uint32_t               rc_qpn;       /* sender's RC QP (REQ, REP) */
-    uint64_t               src_iface_id;
-    uint64_t               dst_iface_id; /* a stale address is refused */
-    uint64_t               conn_id;      /* chosen by the initiator */
-    uint16_t               gen;          /* of the initiator's RC QP */
-    uct_syncmem_dev_addr_t src_dev;
-} uct_syncmem_cm_msg_t;
-
-_Static_assert(UCT_SYNCMEM_CM_GRH_LEN + sizeof(uct_syncmem_cm_msg_t) <=
-               UCT_SYNCMEM_CM_SLOT, "CM message does not fit its slot");
-
-/* The passive side of one connection, owned by the target iface. */
-typedef struct uct_syncmem_cm_passive {
-    ucs_list_link_t list;
-    uint64_t        peer_iface_id;
-    uint64_t        conn_id;
-    uint32_t        peer_cm_qpn;
-    uint16_t        gen;
-    int             probing;     /* a keepalive write is in flight */
-    struct ibv_qp   *qp;
-    struct ibv_ah   *ah;
-} uct_syncmem_cm_passive_t;
-
-/* A passive QP the keepalive released: a reconnect may still come for it,
- * and its receive path must then know which QP the new one replaces. */
-typedef struct uct_syncmem_cm_tomb {
-    struct uct_syncmem_cm_tomb *next;
-    uint64_t                   peer_iface_id;
-    uint64_t                   conn_id;
-    uint32_t                   qpn;
-} uct_syncmem_cm_tomb_t;
 
 /* An address handle that a posted send may still use; freed once the CM
  * QP has no sends in flight. */
@@ -281,79 +239,11 @@ void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep)
     }
 }
 
-static uct_syncmem_cm_passive_t *
-uct_syncmem_cm_find_passive(uct_syncmem_iface_t *iface,
-                            const uct_syncmem_cm_msg_t *msg)
-{
-    uct_syncmem_cm_passive_t *p;
-
-    ucs_list_for_each(p, &iface->cm.passive, list) {
-        if ((p->peer_iface_id == msg->src_iface_id) &&
-            (p->conn_id == msg->conn_id)) {
-            return p;
-        }
-    }
-    return NULL;
-}
-
-/* The receive path may drop what it knows of the QP, unless a reconnect
- * may still need it (keep): then a tomb remembers it, the oldest of which
- * is forgotten when there are too many. */
-static void uct_syncmem_cm_forget_qp(uct_syncmem_iface_t *iface,
-                                     uct_syncmem_cm_passive_t *p, int keep)
-{
-    uct_syncmem_cm_tomb_t *tomb, **last;
-
-    if (keep && ((tomb = ucs_malloc(sizeof(*tomb), "syncmem_tomb")) != NULL)) {
-        tomb->peer_iface_id = p->peer_iface_id;
-        tomb->conn_id       = p->conn_id;
-        tomb->qpn           = p->qp->qp_num;
-        tomb->next          = iface->cm.tombs;
-        iface->cm.tombs     = tomb;
-        if (++iface->cm.num_tombs <= UCT_SYNCMEM_CM_TOMBS) {
-            return;
-        }
-        for (last = &iface->cm.tombs; (*last)->next != NULL;
-             last = &(*last)->next) {
-        }
-        tomb  = *last;
-        *last = NULL;
-        --iface->cm.num_tombs;
-        uct_syncmem_rx_link_push(iface, 0, tomb->qpn);
-        ucs_free(tomb);
-        return;
-    }
-    uct_syncmem_rx_link_push(iface, 0, p->qp->qp_num);
-}
-
-/* The QP a released connection had, if the keepalive released it. */
-static uint32_t uct_syncmem_cm_tomb_take(uct_syncmem_iface_t *iface,
-                                         const uct_syncmem_cm_msg_t *msg)
-{
-    uct_syncmem_cm_tomb_t *tomb, **prev;
-    uint32_t qpn;
-
-    for (prev = &iface->cm.tombs; (tomb = *prev) != NULL; prev = &tomb->next) {
-        if ((tomb->peer_iface_id == msg->src_iface_id) &&
-            (tomb->conn_id == msg->conn_id)) {
-            *prev = tomb->next;
-            --iface->cm.num_tombs;
-            qpn = tomb->qpn;
-            ucs_free(tomb);
-            return qpn;
-        }
-    }
-    return 0;
-}
-
 static void uct_syncmem_cm_passive_destroy(uct_syncmem_iface_t *iface,
                                            uct_syncmem_cm_passive_t *p,
                                            int keep)
 {
-    /* a flushed probe may still complete: it finds no passive QP then */
-    iface->cm.probes_posted -= p->probing;
-    ucs_list_del(&p->list);
-    uct_syncmem_cm_forget_qp(iface, p, keep);
+    uct_syncmem_cm_passive_remove(iface, p, keep);
     ibv_destroy_qp(p->qp);
     uct_syncmem_cm_retire_ah(iface, p->ah);
     ucs_free(p);
@@ -365,7 +255,7 @@ static void uct_syncmem_cm_send_rep(uct_syncmem_iface_t *iface,
     uct_syncmem_cm_msg_t rep;
 
     uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REP, p->peer_iface_id,
-                            p->conn_id, p->gen, p->qp->qp_num, &rep);
+                            p->conn_id, p->gen, p->qpn, &rep);
     uct_syncmem_cm_send(iface, p->ah, p->peer_cm_qpn, &rep);
 }
 
@@ -403,59 +293,34 @@ static void uct_syncmem_cm_passive_replace(uct_syncmem_iface_t *iface,
     ucs_debug("syncmem: iface 0x%" PRIx64 ": connection %" PRIu64 " from iface"
               " 0x%" PRIx64 " reconnects (generation %u): QP 0x%x replaces"
               " 0x%x", iface->id, p->conn_id, p->peer_iface_id, msg->gen,
-              qp->qp_num, p->qp->qp_num);
-    uct_syncmem_rx_link_push(iface, qp->qp_num, p->qp->qp_num);
-    iface->cm.probes_posted -= p->probing;
-    p->probing = 0;
+              qp->qp_num, p->qpn);
+    uct_syncmem_cm_passive_replaced(iface, p, msg, qp->qp_num);
     ibv_destroy_qp(p->qp);
-    p->qp  = qp;
-    p->gen = msg->gen;
+    p->qp = qp;
+    uct_syncmem_cm_send_rep(iface, p);
 }
 
-static void uct_syncmem_cm_handle_req(uct_syncmem_iface_t *iface,
-                                      const uct_syncmem_cm_msg_t *msg,
-                                      const uct_syncmem_port_t *peer)
+static void uct_syncmem_cm_accept(uct_syncmem_iface_t *iface,
+                                  const uct_syncmem_cm_msg_t *msg,
+                                  const uct_syncmem_port_t *peer)
 {
-    uct_syncmem_cm_passive_t *p = uct_syncmem_cm_find_passive(iface, msg);
-    uint32_t old_qpn;
-
-    if (p != NULL) {
-        if (UCS_CIRCULAR_COMPARE16(msg->gen, <, p->gen)) {
-            return; /* a stale retransmission */
-        }
-        if (msg->gen != p->gen) {
-            uct_syncmem_cm_passive_replace(iface, p, msg, peer);
-            if (msg->gen != p->gen) {
-                return;
-            }
-        }
-        uct_syncmem_cm_send_rep(iface, p);
-        return;
-    }
+    uct_syncmem_cm_passive_t *p;
 
     p = ucs_calloc(1, sizeof(*p), "syncmem_passive");
     if (p == NULL) {
         return; /* the initiator retransmits */
     }
-    p->peer_iface_id = msg->src_iface_id;
-    p->conn_id       = msg->conn_id;
-    p->peer_cm_qpn   = msg->src_cm_qpn;
-    p->gen           = msg->gen;
-
     if (uct_syncmem_cm_passive_qp(iface, peer, msg->rc_qpn, &p->qp) != UCS_OK) {
         goto err_free;
     }
     if (uct_syncmem_ah_create(iface, peer, &p->ah) != UCS_OK) {
         goto err_qp;
     }
-    ucs_list_add_tail(&iface->cm.passive, &p->list);
-    old_qpn = (msg->gen != 0) ? uct_syncmem_cm_tomb_take(iface, msg) : 0;
-    if (old_qpn != 0) {
-        uct_syncmem_rx_link_push(iface, p->qp->qp_num, old_qpn);
-    }
+    p->qpn = p->qp->qp_num;
+    uct_syncmem_cm_passive_insert(iface, p, msg);
     ucs_debug("syncmem: iface 0x%" PRIx64 " accepted connection %" PRIu64
               " from iface 0x%" PRIx64 ": QP 0x%x <-> 0x%x", iface->id,
-              msg->conn_id, msg->src_iface_id, p->qp->qp_num, msg->rc_qpn);
+              msg->conn_id, msg->src_iface_id, p->qpn, msg->rc_qpn);
     uct_syncmem_cm_send_rep(iface, p);
     return;
 
@@ -465,67 +330,11 @@ err_free:
     ucs_free(p);
 }
 
-/* Async context: note the answer; the initiator's progress applies it. */
-static void uct_syncmem_cm_handle_rep(uct_syncmem_iface_t *iface,
-                                      const uct_syncmem_cm_msg_t *msg)
-{
-    uct_syncmem_ep_t *ep;
-
-    ucs_list_for_each(ep, &iface->eps, list) {
-        if ((ep->cm.conn_id == msg->conn_id) &&
-            (ep->cm.peer_iface_id == msg->src_iface_id) &&
-            (ep->cm.gen == msg->gen)) {
-            ep->cm.peer_rc_qpn = msg->rc_qpn;
-            ep->cm.replied     = 1;
-            return;
-        }
-    }
-
-    ucs_debug("syncmem: REP for connection %" PRIu64 " matches no endpoint",
-              msg->conn_id);
-}
-
-static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
-                                      const uct_syncmem_cm_msg_t *msg,
-                                      uint32_t byte_len)
-{
-    uct_syncmem_cm_passive_t *p;
-    uct_syncmem_port_t peer;
-
-    if ((byte_len < UCT_SYNCMEM_CM_GRH_LEN + sizeof(*msg)) ||
-        (msg->dst_iface_id != iface->id) ||
-        (uct_syncmem_dev_addr_unpack(&msg->src_dev, &peer) != UCS_OK)) {
-        ucs_debug("syncmem: dropped a CM message not for iface 0x%" PRIx64
-                  " (length %u, type %u)", iface->id, byte_len, msg->type);
-        return;
-    }
-
-    switch (msg->type) {
-    case UCT_SYNCMEM_CM_REQ:
-        uct_syncmem_cm_handle_req(iface, msg, &peer);
-        break;
-    case UCT_SYNCMEM_CM_REP:
-        uct_syncmem_cm_handle_rep(iface, msg);
-        break;
-    case UCT_SYNCMEM_CM_DREQ:
-        p = uct_syncmem_cm_find_passive(iface, msg);
-        if (p != NULL) {
-            uct_syncmem_cm_passive_destroy(iface, p, 0);
-        }
-        break;
-    default:
-        ucs_debug("syncmem: dropped CM message of unknown type %u", msg->type);
-        break;
-    }
-}
-
 /* Async timer: an empty RDMA write on each passive QP, as far as the CQ
  * has room; the list rotates, so that every connection gets its turn. */
-static void uct_syncmem_cm_keepalive(int id, ucs_event_set_types_t events,
-                                     void *arg)
+static void uct_syncmem_cm_probe(uct_syncmem_iface_t *iface, int half_open)
 {
-    uct_syncmem_iface_t *iface = arg;
-    struct ibv_send_wr wr      = {}, *bad_wr;
+    struct ibv_send_wr wr = {}, *bad_wr;
     uct_syncmem_cm_passive_t *p, *tmp;
     ucs_list_link_t probed;
 
@@ -536,7 +345,8 @@ static void uct_syncmem_cm_keepalive(int id, ucs_event_set_types_t events,
         if (iface->cm.probes_posted >= UCT_SYNCMEM_CM_PROBES) {
             break;
         }
-        if (p->probing || ibv_post_send(p->qp, &wr, &bad_wr)) {
+        if (p->probing || (half_open && p->confirmed) ||
+            ibv_post_send(p->qp, &wr, &bad_wr)) {
             continue;
         }
         p->probing = 1;
@@ -547,27 +357,107 @@ static void uct_syncmem_cm_keepalive(int id, ucs_event_set_types_t events,
     ucs_list_splice_tail(&iface->cm.passive, &probed);
 }
 
+static void uct_syncmem_cm_keepalive(int id, ucs_event_set_types_t events,
+                                     void *arg)
+{
+    uct_syncmem_cm_probe(arg, 0);
+}
+
+/*
+ * What the handshake dropped: a stranger can send any number of messages,
+ * so this is said at most once a second, as counts. Refused connection
+ * requests are a warning (a real peer may be among them); messages that
+ * were not for us or malformed are a diagnostic.
+ */
+static void uct_syncmem_cm_drops_report(uct_syncmem_iface_t *iface)
+{
+    ucs_time_t now = ucs_get_time();
+
+    if (((iface->cm.dropped == 0) && (iface->cm.refused == 0)) ||
+        (now < iface->cm.drop_report_time + ucs_time_from_sec(1.0))) {
+        return;
+    }
+
+    if (iface->cm.refused != 0) {
+        ucs_warn("syncmem: iface 0x%" PRIx64 " refused %u connection"
+                 " request(s) (%u half-open connections, at most %u, half"
+                 " of them per sender: UCX_SYNCMEM_CM_MAX_HALF_OPEN) and"
+                 " dropped %u malformed or foreign handshake message(s)",
+                 iface->id, iface->cm.refused, iface->cm.half_open,
+                 iface->config.cm_max_half_open, iface->cm.dropped);
+    } else {
+        ucs_diag("syncmem: iface 0x%" PRIx64 " dropped %u malformed or"
+                 " foreign handshake message(s)", iface->id,
+                 iface->cm.dropped);
+    }
+    iface->cm.dropped          = 0;
+    iface->cm.refused          = 0;
+    iface->cm.drop_report_time = now;
+}
+
+/* Async context: one received message (buf after the GRH). */
+static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
+                                      const void *buf, uint32_t byte_len,
+                                      uint32_t src_qp)
+{
+    uct_syncmem_cm_passive_t *p;
+    uct_syncmem_cm_msg_t msg;
+    uct_syncmem_port_t peer;
+    uct_syncmem_ep_t *ep;
+
+    if (uct_syncmem_cm_msg_parse(iface, buf, byte_len, src_qp, &msg,
+                                 &peer) != UCS_OK) {
+        ++iface->cm.dropped;
+        return;
+    }
+
+    switch (uct_syncmem_cm_decide(iface, &msg, &p, &ep)) {
+    case UCT_SYNCMEM_CM_ACCEPT:
+        uct_syncmem_cm_accept(iface, &msg, &peer);
+        break;
+    case UCT_SYNCMEM_CM_REFUSE:
+        ++iface->cm.refused;
+        /* under pressure, find out now which half-open ones have a peer */
+        if (iface->cm.probes_posted == 0) {
+            uct_syncmem_cm_probe(iface, 1);
+        }
+        break;
+    case UCT_SYNCMEM_CM_ANSWER:
+        uct_syncmem_cm_send_rep(iface, p);
+        break;
+    case UCT_SYNCMEM_CM_REPLACE:
+        uct_syncmem_cm_passive_replace(iface, p, &msg, &peer);
+        break;
+    case UCT_SYNCMEM_CM_REPLIED:
+        uct_syncmem_cm_replied(ep, &msg);
+        break;
+    case UCT_SYNCMEM_CM_RELEASE:
+        uct_syncmem_cm_passive_destroy(iface, p, 0);
+        break;
+    case UCT_SYNCMEM_CM_DROP:
+        ucs_debug("syncmem: iface 0x%" PRIx64 " dropped CM message %u of"
+                  " connection %" PRIu64 " from iface 0x%" PRIx64
+                  " (stale, duplicate or not its own)", iface->id, msg.type,
+                  msg.conn_id, msg.src_iface_id);
+        break;
+    }
+}
+
 /* Async context: a keepalive write completed; failed, its peer is gone. */
-static void uct_syncmem_cm_probe_done(uct_syncmem_iface_t *iface,
-                                      const struct ibv_wc *wc)
+static void uct_syncmem_cm_probe_wc(uct_syncmem_iface_t *iface,
+                                    const struct ibv_wc *wc)
 {
     uct_syncmem_cm_passive_t *p;
 
-    ucs_list_for_each(p, &iface->cm.passive, list) {
-        if (p->qp->qp_num != wc->qp_num) {
-            continue;
-        }
-        p->probing = 0;
-        --iface->cm.probes_posted;
-        if (wc->status != IBV_WC_SUCCESS) {
-            ucs_diag("syncmem: iface 0x%" PRIx64 ": connection %" PRIu64
-                     " from iface 0x%" PRIx64 " is gone (keepalive: %s);"
-                     " releasing QP 0x%x", iface->id, p->conn_id,
-                     p->peer_iface_id, ibv_wc_status_str(wc->status),
-                     wc->qp_num);
-            uct_syncmem_cm_passive_destroy(iface, p, 1);
-        }
-        return;
+    p = uct_syncmem_cm_probe_done(iface, wc->qp_num,
+                                  wc->status == IBV_WC_SUCCESS);
+    if (p != NULL) {
+        ucs_diag("syncmem: iface 0x%" PRIx64 ": connection %" PRIu64
+                 " from iface 0x%" PRIx64 " is gone (keepalive: %s);"
+                 " releasing QP 0x%x", iface->id, p->conn_id,
+                 p->peer_iface_id, ibv_wc_status_str(wc->status),
+                 wc->qp_num);
+        uct_syncmem_cm_passive_destroy(iface, p, 1);
     }
 }
 
@@ -590,7 +480,7 @@ static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
     while ((n = ibv_poll_cq(iface->cm.cq, ucs_static_array_size(wc), wc)) > 0) {
         for (i = 0; i < n; ++i) {
             if (wc[i].qp_num != iface->cm.qp->qp_num) {
-                uct_syncmem_cm_probe_done(iface, &wc[i]);
+                uct_syncmem_cm_probe_wc(iface, &wc[i]);
                 continue;
             }
             if (wc[i].opcode != IBV_WC_RECV) {
@@ -602,7 +492,7 @@ static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
                         UCS_PTR_BYTE_OFFSET(uct_syncmem_cm_slot(iface,
                                                                 wc[i].wr_id),
                                             UCT_SYNCMEM_CM_GRH_LEN),
-                        wc[i].byte_len);
+                        wc[i].byte_len, wc[i].src_qp);
             }
             if (wc[i].status != IBV_WC_WR_FLUSH_ERR) {
                 uct_syncmem_cm_post_recv(iface, wc[i].wr_id);
@@ -613,6 +503,7 @@ static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
     if ((iface->cm.sends_posted == 0) && (iface->cm.retired != NULL)) {
         uct_syncmem_cm_free_retired(iface);
     }
+    uct_syncmem_cm_drops_report(iface);
 }
 
 /*
@@ -717,6 +608,10 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
     iface->cm.channel      = NULL;
     iface->cm.tombs        = NULL;
     iface->cm.num_tombs    = 0;
+    iface->cm.half_open    = 0;
+    iface->cm.dropped      = 0;
+    iface->cm.refused      = 0;
+    iface->cm.drop_report_time = 0;
 
     iface->cm.channel = ibv_create_comp_channel(md->ctx);
     if ((iface->cm.channel == NULL) ||
@@ -838,7 +733,6 @@ err_channel:
 void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
 {
     uct_syncmem_cm_passive_t *p, *tmp;
-    uct_syncmem_cm_tomb_t *tomb;
 
     /* waits for a running handler; none runs after this */
     if (iface->cm.keepalive_id >= 0) {
@@ -849,10 +743,7 @@ void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
     ucs_list_for_each_safe(p, tmp, &iface->cm.passive, list) {
         uct_syncmem_cm_passive_destroy(iface, p, 0);
     }
-    while ((tomb = iface->cm.tombs) != NULL) {
-        iface->cm.tombs = tomb->next;
-        ucs_free(tomb);
-    }
+    uct_syncmem_cm_tombs_free(iface);
     /* destroying the QP ends its sends, so retired AHs are free to go */
     ibv_destroy_qp(iface->cm.qp);
     uct_syncmem_cm_free_retired(iface);

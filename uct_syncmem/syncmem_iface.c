@@ -85,6 +85,15 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "UCS_ERR_ENDPOINT_TIMEOUT (after about CM_TIMEOUT * (CM_RETRIES + 1)).",
      ucs_offsetof(uct_syncmem_iface_config_t, cm_retries), UCS_CONFIG_TYPE_UINT},
 
+    {"CM_MAX_HALF_OPEN", "256",
+     "Connections this iface accepted whose initiator no keepalive write has\n"
+     "reached yet (each holds a QP); one sender may hold at most half of them.\n"
+     "Connection requests beyond that are dropped (the initiator retries) and\n"
+     "the half-open ones are checked at once, so that those with no peer\n"
+     "behind them are released. Bounds what a flood of requests can take.",
+     ucs_offsetof(uct_syncmem_iface_config_t, cm_max_half_open),
+     UCS_CONFIG_TYPE_UINT},
+
     {"KEEPALIVE_INTERVAL", "10s",
      "How often the target side of each connection checks that the endpoint\n"
      "at the other end still exists; after 3 checks without an answer it\n"
@@ -376,10 +385,16 @@ static int uct_syncmem_iface_is_reachable(const uct_iface_h tl_iface,
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
 
+    uint64_t id;
+    uint32_t qpn;
+
     return (dev_addr != NULL) &&
            uct_syncmem_dev_addr_is_reachable(&iface->port,
                                              (const uct_syncmem_dev_addr_t*)
-                                             dev_addr);
+                                             dev_addr) &&
+           ((iface_addr == NULL) ||
+            (uct_syncmem_iface_addr_unpack((const uct_syncmem_iface_addr_t*)
+                                           iface_addr, &id, &qpn) == UCS_OK));
 }
 
 #if UCT_SYNCMEM_HAVE_INTERNAL_OPS
@@ -392,12 +407,22 @@ uct_syncmem_iface_is_reachable_v2(const uct_iface_h tl_iface,
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
     const uct_syncmem_dev_addr_t *dev_addr = NULL;
     const char *why;
+    uint64_t id;
+    uint32_t qpn;
 
     if (params->field_mask & UCT_IFACE_IS_REACHABLE_FIELD_DEVICE_ADDR) {
         dev_addr = (const uct_syncmem_dev_addr_t*)params->device_addr;
     }
 
     why = uct_syncmem_dev_addr_unreachable(&iface->port, dev_addr);
+    if ((why == NULL) &&
+        (params->field_mask & UCT_IFACE_IS_REACHABLE_FIELD_IFACE_ADDR) &&
+        (params->iface_addr != NULL) &&
+        (uct_syncmem_iface_addr_unpack((const uct_syncmem_iface_addr_t*)
+                                       params->iface_addr, &id,
+                                       &qpn) != UCS_OK)) {
+        why = "not a syncmem interface address";
+    }
     if ((why == NULL) &&
         (params->field_mask & UCT_IFACE_IS_REACHABLE_FIELD_SCOPE) &&
         (params->scope == UCT_IFACE_REACHABILITY_SCOPE_DEVICE) &&
@@ -566,6 +591,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.seg_size           = config->seg_size;
     self->config.cm_timeout         = config->cm_timeout;
     self->config.cm_retries         = config->cm_retries;
+    self->config.cm_max_half_open   = ucs_max(config->cm_max_half_open, 1);
     self->config.keepalive_interval = config->keepalive_interval;
     self->config.rc_timeout         = uct_syncmem_rc_timeout_exp(config->rc_timeout);
     self->config.rc_retry_count     = config->rc_retry_count;

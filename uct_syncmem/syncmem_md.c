@@ -376,7 +376,7 @@ uct_syncmem_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
 
 static uint16_t uct_syncmem_rkey_crc(const uct_syncmem_packed_rkey_t *packed)
 {
-    return ucs_crc16(packed, ucs_offsetof(uct_syncmem_packed_rkey_t, crc));
+    return ucs_crc16(packed, offsetof(uct_syncmem_packed_rkey_t, crc));
 }
 
 static ucs_status_t

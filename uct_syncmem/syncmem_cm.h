@@ -1,0 +1,105 @@
+/*
+ * syncmem - the connection handshake's messages and tables, shared by the
+ * part that decides (syncmem_cm_msg.c: no verbs calls, fuzzed on any
+ * machine by test/fuzz/fuzz_cm.c) and the part that does (syncmem_cm.c:
+ * QPs, address handles, sends, the async handler).
+ */
+#ifndef UCT_SYNCMEM_CM_H_
+#define UCT_SYNCMEM_CM_H_
+
+#include "syncmem.h"
+#include "syncmem_addr.h"
+
+#define UCT_SYNCMEM_CM_GRH_LEN  40          /* UD receives start with it */
+#define UCT_SYNCMEM_CM_SLOT     128
+#define UCT_SYNCMEM_CM_TOMBS    64          /* released connections kept */
+#define UCT_SYNCMEM_QPN_MAX     0xffffffu   /* QP numbers are 24 bits */
+
+enum {
+    UCT_SYNCMEM_CM_REQ  = 1,
+    UCT_SYNCMEM_CM_REP  = 2,
+    UCT_SYNCMEM_CM_DREQ = 3
+};
+
+typedef struct UCS_S_PACKED uct_syncmem_cm_msg {
+    uint8_t                type;
+    uint32_t               src_cm_qpn;   /* where to answer */
+    uint32_t               rc_qpn;       /* sender's RC QP (REQ, REP) */
+    uint64_t               src_iface_id;
+    uint64_t               dst_iface_id; /* a stale address is refused */
+    uint64_t               conn_id;      /* chosen by the initiator */
+    uint16_t               gen;          /* of the initiator's RC QP */
+    uct_syncmem_dev_addr_t src_dev;
+} uct_syncmem_cm_msg_t;
+
+_Static_assert(UCT_SYNCMEM_CM_GRH_LEN + sizeof(uct_syncmem_cm_msg_t) <=
+               UCT_SYNCMEM_CM_SLOT, "CM message does not fit its slot");
+
+/* The passive side of one connection, owned by the target iface. It is
+ * half-open until a keepalive write has reached the initiator's QP: only
+ * then is there proof that someone holds the other end. */
+typedef struct uct_syncmem_cm_passive {
+    ucs_list_link_t list;
+    uint64_t        peer_iface_id;
+    uint64_t        conn_id;
+    uint32_t        peer_cm_qpn;
+    uint32_t        qpn;         /* qp->qp_num: the tables use only this */
+    uint16_t        gen;
+    uint8_t         probing;     /* a keepalive write is in flight */
+    uint8_t         confirmed;   /* a keepalive write reached the peer */
+    struct ibv_qp   *qp;
+    struct ibv_ah   *ah;
+} uct_syncmem_cm_passive_t;
+
+/* A passive QP the keepalive released: a reconnect may still come for it,
+ * and its receive path must then know which QP the new one replaces. */
+typedef struct uct_syncmem_cm_tomb {
+    struct uct_syncmem_cm_tomb *next;
+    uint64_t                   peer_iface_id;
+    uint64_t                   conn_id;
+    uint32_t                   qpn;
+} uct_syncmem_cm_tomb_t;
+
+/* What a received message asks of the iface. */
+typedef enum {
+    UCT_SYNCMEM_CM_DROP,     /* nothing: stale, duplicate, or not ours */
+    UCT_SYNCMEM_CM_ACCEPT,   /* REQ: a new connection, make a passive QP */
+    UCT_SYNCMEM_CM_REFUSE,   /* REQ: a new connection, too many half-open */
+    UCT_SYNCMEM_CM_ANSWER,   /* REQ again: send the same REP */
+    UCT_SYNCMEM_CM_REPLACE,  /* REQ of a later generation: a new QP */
+    UCT_SYNCMEM_CM_REPLIED,  /* REP for an endpoint that is connecting */
+    UCT_SYNCMEM_CM_RELEASE   /* DREQ: the initiator closed its endpoint */
+} uct_syncmem_cm_action_t;
+
+/* Checks a received UD message (buf: after the GRH, byte_len: with it;
+ * src_qp: the sender's QP number as the HCA reports it). */
+ucs_status_t uct_syncmem_cm_msg_parse(const uct_syncmem_iface_t *iface,
+                                      const void *buf, uint32_t byte_len,
+                                      uint32_t src_qp,
+                                      uct_syncmem_cm_msg_t *msg,
+                                      uct_syncmem_port_t *peer);
+
+uct_syncmem_cm_action_t uct_syncmem_cm_decide(uct_syncmem_iface_t *iface,
+                                              const uct_syncmem_cm_msg_t *msg,
+                                              uct_syncmem_cm_passive_t **p_p,
+                                              uct_syncmem_ep_t **ep_p);
+
+/* Table updates, called once the verbs part has done its share. */
+void uct_syncmem_cm_passive_insert(uct_syncmem_iface_t *iface,
+                                   uct_syncmem_cm_passive_t *p,
+                                   const uct_syncmem_cm_msg_t *msg);
+void uct_syncmem_cm_passive_replaced(uct_syncmem_iface_t *iface,
+                                     uct_syncmem_cm_passive_t *p,
+                                     const uct_syncmem_cm_msg_t *msg,
+                                     uint32_t new_qpn);
+void uct_syncmem_cm_passive_remove(uct_syncmem_iface_t *iface,
+                                   uct_syncmem_cm_passive_t *p, int keep);
+void uct_syncmem_cm_replied(uct_syncmem_ep_t *ep,
+                            const uct_syncmem_cm_msg_t *msg);
+/* A keepalive write on QP qpn completed; returns the passive connection to
+ * release (its peer is gone), or NULL. */
+uct_syncmem_cm_passive_t *uct_syncmem_cm_probe_done(uct_syncmem_iface_t *iface,
+                                                    uint32_t qpn, int ok);
+void uct_syncmem_cm_tombs_free(uct_syncmem_iface_t *iface);
+
+#endif

@@ -1,0 +1,283 @@
+/*
+ * syncmem - the handshake's decisions: which messages to believe, and the
+ * table of passive connections (see syncmem_cm.c for the protocol).
+ *
+ * Anything on the fabric can send to an iface's UD QP, so every field of a
+ * message is checked before it is used, and a message is believed only
+ * from the QP it claims to come from (the HCA reports the sender's QP
+ * number, which a process cannot choose). This file makes no verbs calls:
+ * syncmem_cm.c does what it decides, and test/fuzz/fuzz_cm.c drives it with
+ * arbitrary message sequences on any machine.
+ *
+ * Half-open connections: a passive QP costs the target kernel memory, and a
+ * REQ costs the sender nothing, so passive connections that no keepalive
+ * write has yet shown to have a peer are capped
+ * (UCX_SYNCMEM_CM_MAX_HALF_OPEN), and one sender (one UD QP) may hold at
+ * most half of them: a flood from one process cannot lock out the others.
+ * A REQ over the cap is dropped; its sender retransmits.
+ */
+#include "syncmem_cm.h"
+
+#include <string.h>
+
+
+ucs_status_t uct_syncmem_cm_msg_parse(const uct_syncmem_iface_t *iface,
+                                      const void *buf, uint32_t byte_len,
+                                      uint32_t src_qp,
+                                      uct_syncmem_cm_msg_t *msg,
+                                      uct_syncmem_port_t *peer)
+{
+    if (byte_len < UCT_SYNCMEM_CM_GRH_LEN + sizeof(*msg)) {
+        return UCS_ERR_MESSAGE_TRUNCATED;
+    }
+    memcpy(msg, buf, sizeof(*msg));
+
+    if ((msg->type < UCT_SYNCMEM_CM_REQ) || (msg->type > UCT_SYNCMEM_CM_DREQ) ||
+        (msg->dst_iface_id != iface->id) || (msg->src_cm_qpn != src_qp)) {
+        return UCS_ERR_INVALID_ADDR;
+    }
+
+    /* QP numbers 0 and 1 are the management QPs, never an RC QP */
+    if ((msg->type != UCT_SYNCMEM_CM_DREQ) &&
+        ((msg->rc_qpn < 2) || (msg->rc_qpn > UCT_SYNCMEM_QPN_MAX))) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    /* a peer we could not build an address handle to is no peer */
+    if ((uct_syncmem_dev_addr_unreachable(&iface->port, &msg->src_dev) != NULL) ||
+        (uct_syncmem_dev_addr_unpack(&msg->src_dev, peer) != UCS_OK)) {
+        return UCS_ERR_UNREACHABLE;
+    }
+    return UCS_OK;
+}
+
+static uct_syncmem_cm_passive_t *
+uct_syncmem_cm_find_passive(uct_syncmem_iface_t *iface,
+                            const uct_syncmem_cm_msg_t *msg,
+                            unsigned *from_sender_p)
+{
+    uct_syncmem_cm_passive_t *p;
+
+    *from_sender_p = 0;
+    ucs_list_for_each(p, &iface->cm.passive, list) {
+        if ((p->peer_iface_id == msg->src_iface_id) &&
+            (p->conn_id == msg->conn_id)) {
+            return p;
+        }
+        *from_sender_p += !p->confirmed &&
+                          (p->peer_cm_qpn == msg->src_cm_qpn);
+    }
+    return NULL;
+}
+
+static uct_syncmem_cm_action_t
+uct_syncmem_cm_decide_req(uct_syncmem_iface_t *iface,
+                          const uct_syncmem_cm_msg_t *msg,
+                          uct_syncmem_cm_passive_t **p_p)
+{
+    unsigned max = iface->config.cm_max_half_open;
+    uct_syncmem_cm_passive_t *p;
+    unsigned from_sender;
+
+    p = uct_syncmem_cm_find_passive(iface, msg, &from_sender);
+    if (p == NULL) {
+        if ((iface->cm.half_open >= max) ||
+            (from_sender >= ucs_max(1, max / 2))) {
+            return UCT_SYNCMEM_CM_REFUSE;
+        }
+        return UCT_SYNCMEM_CM_ACCEPT;
+    }
+
+    *p_p = p;
+    if (msg->src_cm_qpn != p->peer_cm_qpn) {
+        return UCT_SYNCMEM_CM_DROP; /* someone else's connection */
+    }
+    if (UCS_CIRCULAR_COMPARE16(msg->gen, <, p->gen)) {
+        return UCT_SYNCMEM_CM_DROP; /* a stale retransmission */
+    }
+    return (msg->gen == p->gen) ? UCT_SYNCMEM_CM_ANSWER :
+                                  UCT_SYNCMEM_CM_REPLACE;
+}
+
+/* A REP is believed once, from the iface the endpoint asked, for the
+ * generation it asked about. */
+static uct_syncmem_cm_action_t
+uct_syncmem_cm_decide_rep(uct_syncmem_iface_t *iface,
+                          const uct_syncmem_cm_msg_t *msg,
+                          uct_syncmem_ep_t **ep_p)
+{
+    uct_syncmem_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if ((ep->cm.conn_id == msg->conn_id) &&
+            (ep->cm.peer_iface_id == msg->src_iface_id)) {
+            if ((ep->cm.gen != msg->gen) ||
+                (ep->cm.peer_cm_qpn != msg->src_cm_qpn) || ep->cm.replied ||
+                !uct_syncmem_ep_state_connecting(ep->state)) {
+                return UCT_SYNCMEM_CM_DROP;
+            }
+            *ep_p = ep;
+            return UCT_SYNCMEM_CM_REPLIED;
+        }
+    }
+    return UCT_SYNCMEM_CM_DROP;
+}
+
+uct_syncmem_cm_action_t uct_syncmem_cm_decide(uct_syncmem_iface_t *iface,
+                                              const uct_syncmem_cm_msg_t *msg,
+                                              uct_syncmem_cm_passive_t **p_p,
+                                              uct_syncmem_ep_t **ep_p)
+{
+    uct_syncmem_cm_passive_t *p;
+    unsigned from_sender;
+
+    *p_p  = NULL;
+    *ep_p = NULL;
+    switch (msg->type) {
+    case UCT_SYNCMEM_CM_REQ:
+        return uct_syncmem_cm_decide_req(iface, msg, p_p);
+    case UCT_SYNCMEM_CM_REP:
+        return uct_syncmem_cm_decide_rep(iface, msg, ep_p);
+    case UCT_SYNCMEM_CM_DREQ:
+        p = uct_syncmem_cm_find_passive(iface, msg, &from_sender);
+        if ((p == NULL) || (p->peer_cm_qpn != msg->src_cm_qpn)) {
+            return UCT_SYNCMEM_CM_DROP;
+        }
+        *p_p = p;
+        return UCT_SYNCMEM_CM_RELEASE;
+    default:
+        return UCT_SYNCMEM_CM_DROP;
+    }
+}
+
+/* The QP a released connection had, if the keepalive released it. */
+static uint32_t uct_syncmem_cm_tomb_take(uct_syncmem_iface_t *iface,
+                                         const uct_syncmem_cm_msg_t *msg)
+{
+    uct_syncmem_cm_tomb_t *tomb, **prev;
+    uint32_t qpn;
+
+    for (prev = &iface->cm.tombs; (tomb = *prev) != NULL; prev = &tomb->next) {
+        if ((tomb->peer_iface_id == msg->src_iface_id) &&
+            (tomb->conn_id == msg->conn_id)) {
+            *prev = tomb->next;
+            --iface->cm.num_tombs;
+            qpn = tomb->qpn;
+            ucs_free(tomb);
+            return qpn;
+        }
+    }
+    return 0;
+}
+
+/* p->qpn is set: the new connection's passive QP exists. */
+void uct_syncmem_cm_passive_insert(uct_syncmem_iface_t *iface,
+                                   uct_syncmem_cm_passive_t *p,
+                                   const uct_syncmem_cm_msg_t *msg)
+{
+    uint32_t old_qpn;
+
+    p->peer_iface_id = msg->src_iface_id;
+    p->conn_id       = msg->conn_id;
+    p->peer_cm_qpn   = msg->src_cm_qpn;
+    p->gen           = msg->gen;
+    p->probing       = 0;
+    p->confirmed     = 0;
+    ucs_list_add_tail(&iface->cm.passive, &p->list);
+    ++iface->cm.half_open;
+
+    old_qpn = (msg->gen != 0) ? uct_syncmem_cm_tomb_take(iface, msg) : 0;
+    if (old_qpn != 0) {
+        uct_syncmem_rx_link_push(iface, p->qpn, old_qpn);
+    }
+}
+
+/* REQ of a later generation: the initiator's QP broke, and new_qpn, now
+ * connected to its new one, replaces p's. */
+void uct_syncmem_cm_passive_replaced(uct_syncmem_iface_t *iface,
+                                     uct_syncmem_cm_passive_t *p,
+                                     const uct_syncmem_cm_msg_t *msg,
+                                     uint32_t new_qpn)
+{
+    uct_syncmem_rx_link_push(iface, new_qpn, p->qpn);
+    /* a probe on the old QP may still complete: it finds no passive QP */
+    iface->cm.probes_posted -= p->probing;
+    p->probing = 0;
+    p->qpn     = new_qpn;
+    p->gen     = msg->gen;
+}
+
+/* The receive path may drop what it knows of the QP, unless a reconnect
+ * may still need it (keep): then a tomb remembers it, the oldest of which
+ * is forgotten when there are too many. */
+void uct_syncmem_cm_passive_remove(uct_syncmem_iface_t *iface,
+                                   uct_syncmem_cm_passive_t *p, int keep)
+{
+    uct_syncmem_cm_tomb_t *tomb, **last;
+
+    iface->cm.probes_posted -= p->probing;
+    iface->cm.half_open     -= !p->confirmed;
+    ucs_list_del(&p->list);
+
+    if (keep && ((tomb = ucs_malloc(sizeof(*tomb), "syncmem_tomb")) != NULL)) {
+        tomb->peer_iface_id = p->peer_iface_id;
+        tomb->conn_id       = p->conn_id;
+        tomb->qpn           = p->qpn;
+        tomb->next          = iface->cm.tombs;
+        iface->cm.tombs     = tomb;
+        if (++iface->cm.num_tombs <= UCT_SYNCMEM_CM_TOMBS) {
+            return;
+        }
+        for (last = &iface->cm.tombs; (*last)->next != NULL;
+             last = &(*last)->next) {
+        }
+        tomb  = *last;
+        *last = NULL;
+        --iface->cm.num_tombs;
+        uct_syncmem_rx_link_push(iface, 0, tomb->qpn);
+        ucs_free(tomb);
+        return;
+    }
+    uct_syncmem_rx_link_push(iface, 0, p->qpn);
+}
+
+void uct_syncmem_cm_replied(uct_syncmem_ep_t *ep,
+                            const uct_syncmem_cm_msg_t *msg)
+{
+    ep->cm.peer_rc_qpn = msg->rc_qpn;
+    ep->cm.replied     = 1;
+}
+
+uct_syncmem_cm_passive_t *uct_syncmem_cm_probe_done(uct_syncmem_iface_t *iface,
+                                                    uint32_t qpn, int ok)
+{
+    uct_syncmem_cm_passive_t *p;
+
+    ucs_list_for_each(p, &iface->cm.passive, list) {
+        if ((p->qpn != qpn) || !p->probing) {
+            continue;
+        }
+        p->probing = 0;
+        --iface->cm.probes_posted;
+        if (!ok) {
+            return p;
+        }
+        if (!p->confirmed) {
+            p->confirmed = 1;
+            --iface->cm.half_open;
+        }
+        return NULL;
+    }
+    return NULL;
+}
+
+void uct_syncmem_cm_tombs_free(uct_syncmem_iface_t *iface)
+{
+    uct_syncmem_cm_tomb_t *tomb;
+
+    while ((tomb = iface->cm.tombs) != NULL) {
+        iface->cm.tombs = tomb->next;
+        ucs_free(tomb);
+    }
+    iface->cm.num_tombs = 0;
+}
