@@ -1,0 +1,34 @@
+#!/bin/sh
+#
+# asan.sh: the host unit tests, then the device gtests in one guest boot,
+# all built with ASan and UBSan (configure --enable-asan; 'make check-asan'
+# runs this). Leak checking is on, with test/lsan.supp for what UCX itself
+# allocates once and keeps until exit.
+#
+# Left out: the tests that run UCX's own tools (ucx_info, ucx_perftest)
+# with the module preloaded (an ASan module loads only into an ASan
+# program), and the two-host wire tests (another boot; they cover the
+# same code under packet loss).
+#
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+status=0
+
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0"
+export LSAN_OPTIONS="suppressions=$top/test/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export UCX_HANDLE_ERRORS=none   # ASan reports; UCX's handler would hide it
+
+t0=$(date +%s)
+echo "asan: host unit tests"
+test/unit_test --gtest_filter='-loader.*:version.registered_in_matching_ucx' ||
+    { echo "asan: FAIL: host unit tests"; status=1; }
+
+echo "asan: device gtests in the guest (kernel ${SYNCMEM_GUEST_KERNEL:-6.1})"
+contrib/guest.sh -- env ASAN_OPTIONS="$ASAN_OPTIONS" LSAN_OPTIONS="$LSAN_OPTIONS" \
+    UBSAN_OPTIONS="$UBSAN_OPTIONS" UCX_HANDLE_ERRORS=none \
+    test/guest_test --gtest_filter="${SYNCMEM_ASAN_FILTER:--syncmem_wire_test.*:syncmem_test.ucx_info_*:syncmem_test.ucp_honours_net_devices}" ||
+    { echo "asan: FAIL: device gtests"; status=1; }
+
+echo "asan: done in $(( $(date +%s) - t0 )) s, status $status"
+exit $status
