@@ -99,8 +99,8 @@ uct_syncmem_cm_decide_req(uct_syncmem_iface_t *iface,
                                   UCT_SYNCMEM_CM_REPLACE;
 }
 
-/* A REP is believed once, from the iface the endpoint asked, for the
- * generation it asked about. */
+/* A REP is believed once per generation, from the iface the endpoint
+ * asked, for the generation it asked about. */
 static uct_syncmem_cm_action_t
 uct_syncmem_cm_decide_rep(uct_syncmem_iface_t *iface,
                           const uct_syncmem_cm_msg_t *msg,
@@ -111,9 +111,10 @@ uct_syncmem_cm_decide_rep(uct_syncmem_iface_t *iface,
     ucs_list_for_each(ep, &iface->eps, list) {
         if ((ep->cm.conn_id == msg->conn_id) &&
             (ep->cm.peer_iface_id == msg->src_iface_id)) {
+            /* not the state: the REP may come before the endpoint that
+             * sent the REQ has marked itself connecting */
             if ((ep->cm.gen != msg->gen) ||
-                (ep->cm.peer_cm_qpn != msg->src_cm_qpn) || ep->cm.replied ||
-                !uct_syncmem_ep_state_connecting(ep->state)) {
+                (ep->cm.peer_cm_qpn != msg->src_cm_qpn) || ep->cm.replied) {
                 return UCT_SYNCMEM_CM_DROP;
             }
             *ep_p = ep;

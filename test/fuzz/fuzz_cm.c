@@ -12,8 +12,8 @@
  * device refuses a QP); the decisions and the tables are the real code.
  * After each step the tables must hold their invariants: no connection
  * twice, half-open ones counted and within the cap (and half of it per
- * sender), tombs bounded, probes counted, a REP believed only by an
- * endpoint that is connecting and only once.
+ * sender), tombs bounded, probes counted, a REP believed once per
+ * generation, and only from the iface the endpoint asked.
  */
 #include "fuzz_iface.h"
 
@@ -147,7 +147,6 @@ static void fuzz_message(fuzz_in_t *in, uct_syncmem_iface_t *iface,
         break;
     case UCT_SYNCMEM_CM_REPLIED:
         FUZZ_CHECK((ep != NULL) && !ep->cm.replied &&
-                   uct_syncmem_ep_state_connecting(ep->state) &&
                    (ep->cm.gen == msg.gen) &&
                    (ep->cm.peer_cm_qpn == src_qp));
         uct_syncmem_cm_replied(ep, &msg);
