@@ -158,6 +158,12 @@ TEST_F(syncmem_bounds_test, one_byte_past_the_end)
     expect_all_refused(at(m_len - 7), m_rkey.rkey);
 }
 
+// aligned, so that atomics are refused for the bounds, not the alignment
+TEST_F(syncmem_bounds_test, first_word_past_the_end)
+{
+    expect_all_refused(at(m_len), m_rkey.rkey);
+}
+
 TEST_F(syncmem_bounds_test, before_the_start)
 {
     expect_all_refused(at(-8), m_rkey.rkey);
@@ -176,7 +182,7 @@ TEST_F(syncmem_bounds_test, forged_rkey)
 }
 
 // A region the target deregistered: its rkey is dead, even though the
-// memory is still there.
+// memory is still there (and registered again, under a new key).
 TEST_F(syncmem_bounds_test, revoked_rkey)
 {
     uct_rkey_t old = m_rkey.rkey;
@@ -184,8 +190,11 @@ TEST_F(syncmem_bounds_test, revoked_rkey)
     uct_rkey_release(m_component, &m_rkey);
     ASSERT_EQ(UCS_OK, uct_md_mem_dereg(m_md, m_memh));
     m_memh = nullptr;
+    // the same memory registered again gets another key; the old one
+    // stays dead (and the good endpoints' puts use the new one)
+    ASSERT_NO_FATAL_FAILURE(register_region(UCT_MD_MEM_ACCESS_ALL));
+    ASSERT_NE(old, m_rkey.rkey);
     expect_all_refused(at(0), old);
-    register_region(UCT_MD_MEM_ACCESS_ALL); // for the good endpoints' puts
 }
 
 // Registered for remote reads only: writes and atomics are refused, reads
