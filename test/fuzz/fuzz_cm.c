@@ -204,6 +204,7 @@ static void fuzz_keepalive(fuzz_in_t *in, uct_syncmem_iface_t *iface)
     uint8_t what = fuzz_u8(in);
     uct_syncmem_cm_passive_t *p, *gone;
     unsigned i = 0, pick = what >> 2;
+    uint32_t qpn;
 
     ucs_list_for_each(p, &iface->cm.passive, list) {
         if (i++ != pick) {
@@ -223,8 +224,15 @@ static void fuzz_keepalive(fuzz_in_t *in, uct_syncmem_iface_t *iface)
         }
         return;
     }
-    /* a completion for a QP that is no longer there */
-    FUZZ_CHECK(uct_syncmem_cm_probe_done(iface, fuzz_u32(in), 0) == NULL);
+    /* a completion for a QP number from anywhere: at most the connection
+     * of that QP, if it was probing */
+    qpn  = fuzz_u32(in);
+    gone = uct_syncmem_cm_probe_done(iface, qpn, 0);
+    if (gone != NULL) {
+        FUZZ_CHECK(gone->qpn == qpn);
+        uct_syncmem_cm_passive_remove(iface, gone, 1);
+        free(gone);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
