@@ -192,3 +192,39 @@ TEST(addr, unreachable_reasons_and_same_port)
                  uct_syncmem_dev_addr_unreachable(&v4a, &addr));
     EXPECT_FALSE(uct_syncmem_dev_addr_is_port(&v4a, &addr));
 }
+
+// Only the form pack makes: the IPv4 flag says what the GID is (found by
+// the dev_addr fuzz target's round trip).
+TEST(addr, ipv4_flag_must_match_the_gid)
+{
+    uct_syncmem_port_t roce = roce_port(0x01004d0a), ib = ib_port(7, 0xfe80),
+                       out;
+    uct_syncmem_dev_addr_t addr;
+
+    uct_syncmem_dev_addr_pack(&roce, &addr);
+    addr.flags &= ~UCT_SYNCMEM_DEV_ADDR_FLAG_IPV4;
+    reseal(&addr);
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, uct_syncmem_dev_addr_unpack(&addr, &out));
+
+    uct_syncmem_dev_addr_pack(&ib, &addr);
+    addr.flags |= UCT_SYNCMEM_DEV_ADDR_FLAG_IPV4;
+    reseal(&addr);
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, uct_syncmem_dev_addr_unpack(&addr, &out));
+}
+
+// An interface address names a QP that can exist: 24 bits, not 0 or 1.
+TEST(addr, iface_addr_qp_number)
+{
+    uct_syncmem_iface_addr_t addr = {0x1234, 0x11};
+    uint64_t id;
+    uint32_t qpn;
+
+    ASSERT_EQ(UCS_OK, uct_syncmem_iface_addr_unpack(&addr, &id, &qpn));
+    EXPECT_EQ(0x1234u, id);
+    EXPECT_EQ(0x11u, qpn);
+    for (uint32_t bad : {0u, 1u, 0x1000000u, 0xffffffffu}) {
+        addr.cm_qpn = bad;
+        EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+                  uct_syncmem_iface_addr_unpack(&addr, &id, &qpn)) << bad;
+    }
+}
