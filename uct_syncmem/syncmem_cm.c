@@ -60,6 +60,9 @@
 #define UCT_SYNCMEM_CM_SENDS    16
 #define UCT_SYNCMEM_CM_PROBES   32          /* keepalive writes in flight */
 
+_Static_assert(UCT_SYNCMEM_CM_GRH_LEN + sizeof(uct_syncmem_cm_msg_t) <=
+               UCT_SYNCMEM_CM_SLOT, "CM message does not fit its slot");
+
 
 /* An address handle that a posted send may still use; freed once the CM
  * QP has no sends in flight. */

@@ -32,9 +32,6 @@ typedef struct UCS_S_PACKED uct_syncmem_cm_msg {
     uct_syncmem_dev_addr_t src_dev;
 } uct_syncmem_cm_msg_t;
 
-_Static_assert(UCT_SYNCMEM_CM_GRH_LEN + sizeof(uct_syncmem_cm_msg_t) <=
-               UCT_SYNCMEM_CM_SLOT, "CM message does not fit its slot");
-
 /* The passive side of one connection, owned by the target iface. It is
  * half-open until a keepalive write has reached the initiator's QP: only
  * then is there proof that someone holds the other end. */

@@ -1,0 +1,190 @@
+// The handshake's decisions (uct_syncmem/syncmem_cm_msg.c): which messages
+// are believed, and the cap on half-open connections. No device: an iface
+// with only what the decisions read (test/fuzz/fuzz_cm.c drives the same
+// code with arbitrary sequences).
+#include <gtest/gtest.h>
+
+extern "C" {
+#include <uct_syncmem/syncmem_cm.h>
+}
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace {
+
+class cm : public testing::Test {
+protected:
+    void SetUp() override {
+        m_iface = (uct_syncmem_iface_t*)calloc(1, sizeof(*m_iface));
+        m_iface->id                      = 0x1d;
+        m_iface->config.cm_max_half_open = 4;
+        m_iface->port.link_layer         = IBV_LINK_LAYER_ETHERNET;
+        m_iface->port.mtu                = IBV_MTU_1024;
+        m_iface->port.gid.raw[10]        = 0xff;
+        m_iface->port.gid.raw[11]        = 0xff;
+        m_iface->port.gid.raw[15]        = 1;
+        ucs_list_head_init(&m_iface->eps);
+        ucs_list_head_init(&m_iface->cm.passive);
+    }
+
+    void TearDown() override {
+        uct_syncmem_cm_passive_t *p, *tmp;
+        uct_syncmem_rx_link_t *link;
+
+        ucs_list_for_each_safe(p, tmp, &m_iface->cm.passive, list) {
+            uct_syncmem_cm_passive_remove(m_iface, p, 0);
+            free(p);
+        }
+        uct_syncmem_cm_tombs_free(m_iface);
+        while ((link = m_iface->rx.links) != NULL) {
+            m_iface->rx.links = link->next;
+            ucs_free(link);
+        }
+        free(m_iface);
+    }
+
+    // A well-formed message from the UD QP src_qp, as received.
+    std::vector<uint8_t> msg(uint8_t type, uint32_t src_qp, uint64_t conn,
+                             uint16_t gen = 0) {
+        uct_syncmem_cm_msg_t m = {};
+        uct_syncmem_port_t sender = m_iface->port;
+
+        sender.gid.raw[15] = 2;
+        m.type         = type;
+        m.src_cm_qpn   = src_qp;
+        m.rc_qpn       = 0x500 + conn;
+        m.src_iface_id = 0xabc;
+        m.dst_iface_id = m_iface->id;
+        m.conn_id      = conn;
+        m.gen          = gen;
+        uct_syncmem_dev_addr_pack(&sender, &m.src_dev);
+        std::vector<uint8_t> buf(sizeof(m));
+        memcpy(buf.data(), &m, sizeof(m));
+        return buf;
+    }
+
+    // What the iface decides for buf from src_qp; an accepted connection
+    // is put in the table, as syncmem_cm.c does once its QP exists.
+    uct_syncmem_cm_action_t receive(const std::vector<uint8_t> &buf,
+                                    uint32_t src_qp) {
+        uct_syncmem_cm_msg_t m;
+        uct_syncmem_port_t peer;
+        uct_syncmem_cm_passive_t *p;
+        uct_syncmem_ep_t *ep;
+
+        if (uct_syncmem_cm_msg_parse(m_iface, buf.data(),
+                                     UCT_SYNCMEM_CM_GRH_LEN + buf.size(),
+                                     src_qp, &m, &peer) != UCS_OK) {
+            return (uct_syncmem_cm_action_t)-1;
+        }
+        uct_syncmem_cm_action_t action = uct_syncmem_cm_decide(m_iface, &m,
+                                                               &p, &ep);
+        if (action == UCT_SYNCMEM_CM_ACCEPT) {
+            p      = (uct_syncmem_cm_passive_t*)calloc(1, sizeof(*p));
+            p->qpn = m_next_qpn++;
+            uct_syncmem_cm_passive_insert(m_iface, p, &m);
+        } else if (action == UCT_SYNCMEM_CM_RELEASE) {
+            uct_syncmem_cm_passive_remove(m_iface, p, 0);
+            free(p);
+        } else if (action == UCT_SYNCMEM_CM_REPLIED) {
+            uct_syncmem_cm_replied(ep, &m);
+        }
+        return action;
+    }
+
+    uct_syncmem_iface_t *m_iface;
+    uint32_t            m_next_qpn = 0x900;
+};
+
+const uct_syncmem_cm_action_t refused = (uct_syncmem_cm_action_t)-1;
+
+} // namespace
+
+TEST_F(cm, believed_only_from_the_qp_it_names)
+{
+    EXPECT_EQ(refused, receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, 1), 0x41));
+    EXPECT_EQ(UCT_SYNCMEM_CM_ACCEPT,
+              receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, 1), 0x40));
+}
+
+TEST_F(cm, truncated_foreign_and_impossible_messages_are_dropped)
+{
+    std::vector<uint8_t> m = msg(UCT_SYNCMEM_CM_REQ, 0x40, 1);
+
+    m.pop_back();
+    EXPECT_EQ(refused, receive(m, 0x40));
+    m = msg(UCT_SYNCMEM_CM_REQ, 0x40, 1);
+    m[offsetof(uct_syncmem_cm_msg_t, dst_iface_id)] ^= 1;
+    EXPECT_EQ(refused, receive(m, 0x40));
+    m = msg(UCT_SYNCMEM_CM_REQ, 0x40, 1);
+    m[0] = 9; // no such type
+    EXPECT_EQ(refused, receive(m, 0x40));
+    m = msg(UCT_SYNCMEM_CM_REQ, 0x40, 1);
+    m[offsetof(uct_syncmem_cm_msg_t, src_dev) + 6] ^= 1; // its CRC fails
+    EXPECT_EQ(refused, receive(m, 0x40));
+    m = msg(UCT_SYNCMEM_CM_REQ, 0x40, 1);
+    uint32_t qpn = 1; // a management QP, never an RC QP
+    memcpy(&m[offsetof(uct_syncmem_cm_msg_t, rc_qpn)], &qpn, sizeof(qpn));
+    EXPECT_EQ(refused, receive(m, 0x40));
+    EXPECT_EQ(0u, m_iface->cm.half_open);
+}
+
+TEST_F(cm, half_open_capped_half_per_sender)
+{
+    // one sender gets half of the 4 slots
+    EXPECT_EQ(UCT_SYNCMEM_CM_ACCEPT, receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, 1), 0x40));
+    EXPECT_EQ(UCT_SYNCMEM_CM_ACCEPT, receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, 2), 0x40));
+    EXPECT_EQ(UCT_SYNCMEM_CM_REFUSE, receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, 3), 0x40));
+    // a retransmission of an accepted one is answered, not refused
+    EXPECT_EQ(UCT_SYNCMEM_CM_ANSWER, receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, 2), 0x40));
+    // others still get in, up to the cap
+    EXPECT_EQ(UCT_SYNCMEM_CM_ACCEPT, receive(msg(UCT_SYNCMEM_CM_REQ, 0x41, 4), 0x41));
+    EXPECT_EQ(UCT_SYNCMEM_CM_ACCEPT, receive(msg(UCT_SYNCMEM_CM_REQ, 0x42, 5), 0x42));
+    EXPECT_EQ(UCT_SYNCMEM_CM_REFUSE, receive(msg(UCT_SYNCMEM_CM_REQ, 0x43, 6), 0x43));
+    EXPECT_EQ(4u, m_iface->cm.half_open);
+
+    // a keepalive that reaches its peer makes a connection established
+    uct_syncmem_cm_passive_t *first =
+            ucs_list_head(&m_iface->cm.passive, uct_syncmem_cm_passive_t, list);
+    first->probing = 1;
+    ++m_iface->cm.probes_posted;
+    EXPECT_EQ(nullptr, uct_syncmem_cm_probe_done(m_iface, first->qpn, 1));
+    EXPECT_EQ(3u, m_iface->cm.half_open);
+    EXPECT_EQ(UCT_SYNCMEM_CM_ACCEPT, receive(msg(UCT_SYNCMEM_CM_REQ, 0x43, 6), 0x43));
+
+    // one that fails is given back to be released
+    uct_syncmem_cm_passive_t *last =
+            ucs_list_tail(&m_iface->cm.passive, uct_syncmem_cm_passive_t, list);
+    last->probing = 1;
+    ++m_iface->cm.probes_posted;
+    EXPECT_EQ(last, uct_syncmem_cm_probe_done(m_iface, last->qpn, 0));
+}
+
+TEST_F(cm, release_and_reconnect_only_from_the_opener)
+{
+    ASSERT_EQ(UCT_SYNCMEM_CM_ACCEPT, receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, 1), 0x40));
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP, receive(msg(UCT_SYNCMEM_CM_DREQ, 0x41, 1), 0x41));
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP, receive(msg(UCT_SYNCMEM_CM_REQ, 0x41, 1, 1), 0x41));
+    EXPECT_EQ(UCT_SYNCMEM_CM_REPLACE, receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, 1, 1), 0x40));
+    EXPECT_EQ(UCT_SYNCMEM_CM_RELEASE, receive(msg(UCT_SYNCMEM_CM_DREQ, 0x40, 1), 0x40));
+    EXPECT_TRUE(ucs_list_is_empty(&m_iface->cm.passive));
+}
+
+TEST_F(cm, reply_believed_once_from_the_iface_asked)
+{
+    uct_syncmem_ep_t ep = {};
+    ep.state            = UCT_SYNCMEM_EP_CONNECTING;
+    ep.cm.conn_id       = 7;
+    ep.cm.peer_iface_id = 0xabc;
+    ep.cm.peer_cm_qpn   = 0x40;
+    ucs_list_add_tail(&m_iface->eps, &ep.list);
+
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP, receive(msg(UCT_SYNCMEM_CM_REP, 0x41, 7), 0x41));
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP, receive(msg(UCT_SYNCMEM_CM_REP, 0x40, 7, 1), 0x40));
+    EXPECT_EQ(UCT_SYNCMEM_CM_REPLIED, receive(msg(UCT_SYNCMEM_CM_REP, 0x40, 7), 0x40));
+    EXPECT_EQ(0x507u, ep.cm.peer_rc_qpn);
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP, receive(msg(UCT_SYNCMEM_CM_REP, 0x40, 7), 0x40));
+    ucs_list_del(&ep.list);
+}
