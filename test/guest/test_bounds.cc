@@ -104,8 +104,10 @@ protected:
         memset(m_region, 0x5a, 8);  // as it was, for the next attempt
     }
 
-    // Every kind of remote access, 8 bytes at addr.
-    void expect_all_refused(uint64_t addr, uct_rkey_t rkey) {
+    // Every kind of remote access, 8 bytes at addr (atomics only where
+    // they are aligned: elsewhere the call itself refuses them).
+    void expect_all_refused(uint64_t addr, uct_rkey_t rkey,
+                            bool atomics = true) {
         expect_refused("put_short", [](uct_ep_h ep, uint64_t a, uct_rkey_t k,
                                        uct_completion_t*) {
             uint64_t v = 0xdeadbeefdeadbeeful;
@@ -124,6 +126,9 @@ protected:
             return uct_ep_get_bcopy(ep, [](void*, const void*, size_t) {},
                                     nullptr, 8, a, k, c);
         }, addr, rkey);
+        if (!atomics) {
+            return;
+        }
         expect_refused("atomic add", [](uct_ep_h ep, uint64_t a, uct_rkey_t k,
                                         uct_completion_t*) {
             return uct_ep_atomic64_post(ep, UCT_ATOMIC_OP_ADD, 1, a, k);
@@ -153,9 +158,11 @@ protected:
 
 } // namespace
 
+// Puts and gets straddling the end by one byte (a misaligned atomic is
+// refused by the call itself, with UCX's parameter checks).
 TEST_F(syncmem_bounds_test, one_byte_past_the_end)
 {
-    expect_all_refused(at(m_len - 7), m_rkey.rkey);
+    expect_all_refused(at(m_len - 7), m_rkey.rkey, false);
 }
 
 // aligned, so that atomics are refused for the bounds, not the alignment
