@@ -117,6 +117,7 @@ typedef struct uct_syncmem_iface_config {
     unsigned           tx_moderation; /* signal at least every N sends */
     unsigned           tx_max_inline;
     unsigned           tx_max_sge;
+    unsigned           tx_db_batch;   /* requests per doorbell */
     size_t             seg_size;      /* bcopy bounce buffer size */
     ucs_time_t         cm_timeout;    /* handshake retransmit interval */
     ucs_time_t         keepalive_interval;
@@ -203,9 +204,11 @@ typedef struct uct_syncmem_ep {
     uint8_t              fence;         /* fence the next work request */
     ucs_status_t         status;        /* why the endpoint failed */
     unsigned             amo_inflight;  /* emulated atomics not done yet */
+    ucs_list_link_t      db_list;       /* in iface->db_eps, or empty */
     struct {
         int              available;     /* free send queue slots */
         uint16_t         sn;            /* of the last posted request */
+        uint16_t         rung_sn;       /* ...of the last on the device */
         uint16_t         acked_sn;      /* of the last completed request */
         uint16_t         unsignaled;    /* requests since the last signal */
         ucs_queue_head_t outstanding;   /* uct_syncmem_op_t, by sn */
@@ -290,7 +293,9 @@ struct uct_syncmem_iface {
     struct ibv_comp_channel *channel; /* wakes users of the event fd */
     struct ibv_wc      stash[2];  /* found while arming; see syncmem_event.c */
     uint8_t            stashed;   /* UCS_BIT(UCT_SYNCMEM_DIR_*) */
+    uint8_t            armed;     /* event_arm: the user may sleep now */
     ucs_list_link_t    eps;
+    ucs_list_link_t    db_eps;    /* endpoints with requests to ring */
     khash_t(uct_syncmem_qp_eps) qp_eps;
     ucs_arbiter_t      arbiter;   /* endpoints with pending requests */
     ucs_mpool_t        op_mp;     /* uct_syncmem_op_t */
@@ -325,6 +330,7 @@ struct uct_syncmem_iface {
     struct {
         unsigned       tx_queue_len;
         unsigned       tx_moderation;
+        unsigned       db_batch;        /* 1: ring on every request */
         unsigned       max_inline;
         unsigned       max_sge;
         unsigned       max_sge_rd;
@@ -474,6 +480,9 @@ void uct_syncmem_rx_link_push(uct_syncmem_iface_t *iface, uint32_t new_qpn,
 void uct_syncmem_rx_links_apply(uct_syncmem_iface_t *iface);
 int uct_syncmem_rx_is_replayed(uct_syncmem_iface_t *iface, uint32_t qpn,
                                uint16_t sn);
+void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);
+void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface);
+
 /* For tests: move ep's QP to the error state, as a broken link would. */
 ucs_status_t uct_syncmem_ep_inject_qp_error(uct_ep_h ep);
 /* For tests: how often ep has reconnected. */

@@ -63,6 +63,15 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      ucs_offsetof(uct_syncmem_iface_config_t, tx_max_inline),
      UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"TX_DB_BATCH", "16",
+     "Requests posted to the device with one doorbell: they are kept until\n"
+     "this many have gathered, the endpoint or the completion queue runs out\n"
+     "of room, or the next progress, flush or check, whichever comes first,\n"
+     "then posted as one chain (on Soft-RoCE one system call instead of one\n"
+     "per request). 1 posts every request at once.",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_db_batch),
+     UCS_CONFIG_TYPE_UINT},
+
     {"TX_MAX_SGE", "6",
      "Largest number of iov entries in one zero-copy put or get (also capped\n"
      "by the device).",
@@ -167,6 +176,10 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
     unsigned count = 0;
     int i, n;
 
+    iface->armed = 0;
+    if (!ucs_list_is_empty(&iface->db_eps)) {
+        uct_syncmem_iface_ring_all(iface);
+    }
     if (ucs_unlikely(iface->stashed)) {
         count += uct_syncmem_iface_unstash(iface);
     }
@@ -192,6 +205,10 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
         ucs_arbiter_dispatch(&iface->arbiter, 1,
                              uct_syncmem_ep_pending_dispatch, NULL);
     }
+    /* posted from completions (emulated atomics) and the pending queue */
+    if (!ucs_list_is_empty(&iface->db_eps)) {
+        uct_syncmem_iface_ring_all(iface);
+    }
     return count;
 }
 
@@ -203,6 +220,8 @@ static ucs_status_t uct_syncmem_iface_flush(uct_iface_h tl_iface,
     uct_syncmem_ep_t *ep;
     ucs_status_t status;
     unsigned waiting = 0;
+
+    uct_syncmem_iface_ring_all(iface);
 
     /* Callers flush the iface to wait until new endpoints are connected
      * (ucx_perftest does), so connecting counts as outstanding. */
@@ -560,6 +579,8 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
                                               (unsigned)dev->max_qp_wr);
     self->config.tx_moderation      = ucs_min(config->tx_moderation,
                                               self->config.tx_queue_len / 4);
+    self->config.db_batch           = ucs_max(1, ucs_min(config->tx_db_batch,
+                                              self->config.tx_queue_len));
     self->config.max_inline         = config->tx_max_inline;
     self->config.max_sge            = ucs_min(config->tx_max_sge,
                                               (unsigned)dev->max_sge);
@@ -577,6 +598,8 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.op_timeout         = config->op_timeout;
     self->config.fault_qp_error     = config->fault_qp_error;
     ucs_list_head_init(&self->eps);
+    ucs_list_head_init(&self->db_eps);
+    self->armed = 0;
     kh_init_inplace(uct_syncmem_qp_eps, &self->qp_eps);
     ucs_arbiter_init(&self->arbiter);
 
