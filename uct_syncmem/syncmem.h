@@ -347,6 +347,12 @@ ucs_status_t uct_syncmem_ah_create(uct_syncmem_iface_t *iface,
                                    const uct_syncmem_port_t *peer,
                                    struct ibv_ah **ah_p);
 ucs_status_t uct_syncmem_wc_status(enum ibv_wc_status status);
+/* What to check when a work completion has this status (one line, naming
+ * the UCX_SYNCMEM_* setting where one helps); never NULL */
+const char *uct_syncmem_wc_advice(enum ibv_wc_status status);
+/* Logs a failed send completion of ep at the iface's failure level */
+void uct_syncmem_wc_log(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                        const struct ibv_wc *wc);
 
 /* syncmem_cm.c */
 ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface);
