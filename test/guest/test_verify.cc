@@ -9,6 +9,7 @@ extern "C" {
 #include <ucs/debug/log_def.h>
 }
 
+#include <chrono>
 #include <cstdarg>
 #include <cstring>
 
@@ -155,6 +156,20 @@ protected:
         uct_worker_progress(m_worker);
     }
 
+    // Progresses until pred() holds; false after 30 s (a test that breaks
+    // the check must fail, not hang make check).
+    template <typename P> bool wait_until(P pred) {
+        auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(30);
+        while (!pred()) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                return false;
+            }
+            progress();
+        }
+        return true;
+    }
+
     template <typename F> ucs_status_t retry(F op) {
         ucs_status_t status;
         while ((status = op()) == UCS_ERR_NO_RESOURCE) {
@@ -176,8 +191,9 @@ protected:
         uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
         ucs_status_t status   = retry([&] { return uct_ep_flush(ep, 0, &comp); });
         if (status == UCS_INPROGRESS) {
-            while (comp.count > 0) {
-                progress();
+            if (!wait_until([&] { return comp.count == 0; })) {
+                ADD_FAILURE() << "flush did not complete";
+                abort(); // comp is on this stack
             }
             status = comp.status;
         }
@@ -185,9 +201,9 @@ protected:
     }
 
     void wait_checked(uint64_t count) {
-        while (counters(m_receiver).am_checked < count) {
-            progress();
-        }
+        ASSERT_TRUE(wait_until([&] {
+            return counters(m_receiver).am_checked >= count;
+        }));
     }
 
     am_sink                              m_sink;
@@ -274,16 +290,13 @@ TEST_F(syncmem_verify_test, am_with_crc_every_size)
             return uct_ep_am_zcopy(m_ep, AM_ID, header.data(), header.size(),
                                    iov.data(), n, 0, &comp);
         })) << total;
-        while (comp.count > 0) {
-            progress();
-        }
+        ASSERT_TRUE(wait_until([&] { return comp.count == 0; }));
         EXPECT_EQ(UCS_OK, comp.status);
         sent.push_back(msg);
     }
 
-    while (m_sink.msgs.size() < sent.size()) {
-        progress();
-    }
+    ASSERT_TRUE(wait_until([&] { return m_sink.msgs.size() >= sent.size(); }))
+            << m_sink.msgs.size() << " of " << sent.size();
     for (size_t i = 0; i < sent.size(); ++i) {
         ASSERT_EQ(sent[i], m_sink.msgs[i]) << "message " << i;
     }
@@ -339,9 +352,7 @@ TEST_F(syncmem_verify_test, am_without_crc_is_not_checked)
             return uct_ep_am_short(m_ep, AM_ID, i, NULL, 0);
         }));
     }
-    while (m_sink.msgs.size() < 10) {
-        progress();
-    }
+    ASSERT_TRUE(wait_until([&] { return m_sink.msgs.size() >= 10; }));
     EXPECT_EQ(0u, counters(m_receiver).am_checked);
 }
 
@@ -390,8 +401,9 @@ TEST_F(syncmem_verify_test, put_read_back_ok)
 
     ASSERT_EQ(UCS_OK, flush(m_ep));
     EXPECT_EQ(0, comp.count) << "flush completed before the last read-back";
-    while (comp.count > 0) {
-        progress(); // comp lives on this stack
+    if (!wait_until([&] { return comp.count == 0; })) {
+        ADD_FAILURE() << "zcopy puts did not complete";
+        abort(); // comp is on this stack
     }
     EXPECT_EQ(UCS_OK, comp.status);
 
@@ -445,8 +457,9 @@ TEST_F(syncmem_verify_test, put_zcopy_corrupted_fails_the_put)
             return uct_ep_put_zcopy(m_ep, &iov, 1, (uintptr_t)dst->data.data(),
                                     dst->rkey.rkey, &comp);
         }));
-        while (comp.count > 0) {
-            progress();
+        if (!wait_until([&] { return comp.count == 0; })) {
+            ADD_FAILURE() << "zcopy put did not complete";
+            abort(); // comp is on this stack
         }
         results.push_back(comp.status);
     }
@@ -477,9 +490,8 @@ TEST_F(syncmem_verify_test, put_bcopy_corrupted_fails_the_endpoint)
         return uct_ep_put_bcopy(m_ep, pack_vec, &v, (uintptr_t)dst->data.data(),
                                 dst->rkey.rkey);
     }));
-    while (m_errors.empty()) {
-        progress();
-    }
+    ASSERT_TRUE(wait_until([&] { return !m_errors.empty(); }))
+            << "the endpoint did not fail";
     ASSERT_EQ(1u, m_errors.size());
     EXPECT_EQ(m_ep, m_errors[0].first);
     EXPECT_EQ(UCS_ERR_IO_ERROR, m_errors[0].second);
