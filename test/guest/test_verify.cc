@@ -375,6 +375,14 @@ TEST_F(syncmem_verify_test, put_read_back_ok)
     }));
     ++puts;
 
+    // nothing to compare, but still a write and a read
+    std::vector<uint8_t> none;
+    ASSERT_EQ(0, retry_bcopy([&] {
+        return uct_ep_put_bcopy(m_ep, pack_vec, &none,
+                                (uintptr_t)dst->data.data(), dst->rkey.rkey);
+    }));
+    ++puts;
+
     std::vector<uint8_t> big(seg);
     pattern(big, 6);
     ASSERT_EQ((ssize_t)seg, retry_bcopy([&] {
