@@ -246,10 +246,7 @@ void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
              uct_syncmem_wc_status(wc->status);
     uct_syncmem_ep_tx_completed(ep, sn, status);
     if (ep->state != UCT_SYNCMEM_EP_FAILED) {
-        ucs_log(iface->super.config.failure_level,
-                "syncmem: ep %p QP 0x%x to iface 0x%" PRIx64 ": %s (vendor"
-                " error 0x%x)", ep, wc->qp_num, ep->cm.peer_iface_id,
-                ibv_wc_status_str(wc->status), wc->vendor_err);
+        uct_syncmem_wc_log(iface, ep, wc);
         uct_syncmem_ep_set_failed(ep, status);
     }
 }

@@ -147,6 +147,30 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      ucs_offsetof(uct_syncmem_iface_config_t, fault_qp_error),
      UCS_CONFIG_TYPE_TIME_UNITS},
 
+    {"VERIFY", "none",
+     "Consistency check of the data moved:\n"
+     " none - no check.\n"
+     " crc  - active messages carry a CRC32C of their payload (4 bytes, so\n"
+     "        the largest message is 4 bytes smaller), checked on receipt: a\n"
+     "        message that does not match is dropped, counted and logged.\n"
+     "        Each put is read back (RDMA READ of the same range, in SEG_SIZE\n"
+     "        chunks) and compared by CRC32C with what was written; a mismatch\n"
+     "        fails the put with UCS_ERR_IO_ERROR (its completion, or else its\n"
+     "        endpoint). Cost: a CRC of every byte sent and received, and for\n"
+     "        puts the data crosses the wire twice plus a round trip per\n"
+     "        SEG_SIZE chunk (README, 'Consistency check', has numbers).\n"
+     "A receiver checks every message that carries a CRC, whatever its own\n"
+     "setting.",
+     ucs_offsetof(uct_syncmem_iface_config_t, verify),
+     UCS_CONFIG_TYPE_ENUM(uct_syncmem_verify_names)},
+
+    {"VERIFY_INJECT", "0",
+     "For testing: corrupt every Nth checked message or put on the side that\n"
+     "checks it (the receiver of a message, the reader of a put), by flipping\n"
+     "a byte before the check. 0 = never.",
+     ucs_offsetof(uct_syncmem_iface_config_t, verify_inject),
+     UCS_CONFIG_TYPE_UINT},
+
     {NULL}
 };
 
@@ -357,6 +381,21 @@ static ucs_status_t uct_syncmem_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_hdr          = ucs_min(UCT_SYNCMEM_AM_MAX_HDR,
                                             iface->config.seg_size);
     attr->cap.am.max_iov          = iface->config.max_sge - 1;
+
+    if (iface->config.verify == UCT_SYNCMEM_VERIFY_CRC) {
+        /* the CRC trailer: 4 bytes of each message, one SGE of a zcopy */
+        if (iface->config.max_inline < sizeof(uint64_t) + UCT_SYNCMEM_CRC_LEN) {
+            attr->cap.flags &= ~UCT_IFACE_FLAG_AM_SHORT;
+        }
+        attr->cap.am.max_short = ucs_max(iface->config.max_inline,
+                                         UCT_SYNCMEM_CRC_LEN) -
+                                 UCT_SYNCMEM_CRC_LEN;
+        attr->cap.am.max_bcopy = iface->config.seg_size - UCT_SYNCMEM_CRC_LEN;
+        attr->cap.am.max_zcopy = iface->config.seg_size - UCT_SYNCMEM_CRC_LEN;
+        attr->cap.am.max_hdr   = ucs_min(UCT_SYNCMEM_AM_MAX_HDR,
+                                         attr->cap.am.max_zcopy);
+        attr->cap.am.max_iov   = ucs_max(iface->config.max_sge, 2) - 2;
+    }
 
     attr->latency             = ucs_linear_func_make(
                                   (iface->port.link_layer == IBV_LINK_LAYER_ETHERNET) ?
@@ -597,6 +636,13 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.reconnect_timeout  = config->reconnect_timeout;
     self->config.op_timeout         = config->op_timeout;
     self->config.fault_qp_error     = config->fault_qp_error;
+    self->config.verify             = config->verify;
+    /* room in the QP for the drain of a failing endpoint (syncmem_ep.c),
+     * and with VERIFY for the read-back a verified put may add */
+    self->config.tx_queue_len       = ucs_min(self->config.tx_queue_len,
+                                              (unsigned)dev->max_qp_wr - 1 -
+                                              (config->verify !=
+                                               UCT_SYNCMEM_VERIFY_NONE));
     ucs_list_head_init(&self->eps);
     ucs_list_head_init(&self->db_eps);
     self->armed = 0;
@@ -608,8 +654,10 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err;
     }
 
-    /* a failing endpoint may post one request over its share: the drain */
-    self->cq = ibv_create_cq(md->ctx, config->tx_cq_len + UCT_SYNCMEM_CQ_SLACK,
+    /* a failing endpoint may post one request over its share (the drain),
+     * and with VERIFY the read of a verified put may overshoot by one */
+    self->cq = ibv_create_cq(md->ctx, config->tx_cq_len + UCT_SYNCMEM_CQ_SLACK +
+                             (config->verify != UCT_SYNCMEM_VERIFY_NONE),
                              NULL, self->channel, 0);
     if (self->cq == NULL) {
         ucs_error("syncmem: ibv_create_cq(%u) on %s failed: %m; lower"
@@ -670,9 +718,14 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err_op_mp;
     }
 
-    status = uct_syncmem_cm_init(self);
+    status = uct_syncmem_verify_init(self, config);
     if (status != UCS_OK) {
         goto err_tx_mp;
+    }
+
+    status = uct_syncmem_cm_init(self);
+    if (status != UCS_OK) {
+        goto err_verify;
     }
 
     ucs_debug("syncmem: iface %p on %s id 0x%" PRIx64 " CM QP 0x%x inline %u"
@@ -681,6 +734,8 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
               self->config.max_sge, self->config.max_sge_rd);
     return UCS_OK;
 
+err_verify:
+    uct_syncmem_verify_cleanup(self);
 err_tx_mp:
     ucs_mpool_cleanup(&self->tx_mp, 1);
 err_op_mp:
@@ -711,6 +766,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_iface_t)
     }
     uct_syncmem_cm_cleanup(self);
     uct_syncmem_fault_iface_cleanup(self);
+    uct_syncmem_verify_cleanup(self);
     ucs_mpool_cleanup(&self->tx_mp, 1);
     ucs_mpool_cleanup(&self->op_mp, 1);
     uct_syncmem_rx_cleanup(self);

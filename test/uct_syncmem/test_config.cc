@@ -65,3 +65,23 @@ TEST(config, every_entry_is_documented)
         EXPECT_GT(strlen(f->doc), 20u) << f->name;
     }
 }
+
+TEST(config, verify_is_none_or_crc)
+{
+    uct_syncmem_iface_config_t config;
+
+    ASSERT_EQ(UCS_OK, read_config(&config));
+    EXPECT_EQ(UCT_SYNCMEM_VERIFY_NONE, config.verify);
+    EXPECT_EQ(0u, config.verify_inject);
+    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+
+    {
+        scoped_env verify("UCX_SYNCMEM_VERIFY", "crc");
+        ASSERT_EQ(UCS_OK, read_config(&config));
+        EXPECT_EQ(UCT_SYNCMEM_VERIFY_CRC, config.verify);
+        ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+    }
+
+    scoped_env verify("UCX_SYNCMEM_VERIFY", "md5");
+    EXPECT_NE(UCS_OK, read_config(&config));
+}
