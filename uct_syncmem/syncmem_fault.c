@@ -145,8 +145,12 @@ static int uct_syncmem_wc_is_link_error(enum ibv_wc_status status)
 {
     /* retry exceeded: no acknowledgement came back (link, switch, peer
      * host); flushed with no error before it: the QP was moved to the
-     * error state by something other than us (port event, FAULT_QP_ERROR) */
-    return (status == IBV_WC_RETRY_EXC_ERR) || (status == IBV_WC_WR_FLUSH_ERR);
+     * error state by something other than us (port event, FAULT_QP_ERROR);
+     * local QP operation error: Soft-RoCE's answer when it cannot route
+     * the packet (the netdev went down) */
+    return (status == IBV_WC_RETRY_EXC_ERR) ||
+           (status == IBV_WC_WR_FLUSH_ERR) ||
+           (status == IBV_WC_LOC_QP_OP_ERR);
 }
 
 static void uct_syncmem_ep_reconnect_start(uct_syncmem_ep_t *ep,
