@@ -30,6 +30,13 @@ typedef struct uct_syncmem_port {
     uint8_t       active_speed;
     uint8_t       active_width;
     union ibv_gid gid;
+    /* Our own port's QoS settings (UCX_SYNCMEM_PKEY, _SL, _TRAFFIC_CLASS),
+     * applied to its QPs and address handles; not part of the address, so
+     * zero in a peer's unpacked port. */
+    uint16_t      pkey_index;  /* P_Key table index of the QPs */
+    uint16_t      pkey;        /* the table's value there, for messages */
+    uint8_t       sl;
+    uint8_t       traffic_class;
 } uct_syncmem_port_t;
 
 
@@ -123,6 +130,10 @@ typedef struct uct_syncmem_iface_config {
     double             rc_timeout;    /* RC ack timeout, seconds */
     unsigned           rc_retry_count;
     unsigned           rc_rnr_retry_count;
+    size_t             pkey;          /* UCS_HEXUNITS_AUTO: first full member;
+                                         size_t: the HEX parser writes one */
+    unsigned long      sl;
+    unsigned long      traffic_class;
 } uct_syncmem_iface_config_t;
 
 
