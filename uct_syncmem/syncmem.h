@@ -121,7 +121,7 @@ typedef struct uct_syncmem_iface_config {
     unsigned           tx_queue_len;  /* send queue depth of each QP */
     unsigned           tx_cq_len;     /* send CQ size, shared by all QPs */
     unsigned           tx_moderation; /* signal at least every N sends */
-    unsigned           tx_max_inline;
+    size_t             tx_max_inline; /* MEMUNITS: the parser writes a size_t */
     unsigned           tx_max_sge;
     size_t             seg_size;      /* bcopy bounce buffer size */
     ucs_time_t         cm_timeout;    /* handshake retransmit interval */
