@@ -123,15 +123,16 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      ucs_offsetof(uct_syncmem_iface_config_t, pkey), UCS_CONFIG_TYPE_HEX},
 
     {"SL", "0",
-     "Service level of every connection, decimal (0..15). InfiniBand: the subnet\n"
-     "manager maps it to a virtual lane. RoCE: the Ethernet priority (0..7),\n"
-     "sent in the VLAN tag (PCP) when the netdev is a VLAN.",
+     "Service level of every connection, decimal (0..15). InfiniBand: the\n"
+     "subnet manager maps it to a virtual lane. RoCE: the Ethernet priority\n"
+     "(0..7), sent in the VLAN tag (PCP) when the netdev is a VLAN.",
      ucs_offsetof(uct_syncmem_iface_config_t, sl), UCS_CONFIG_TYPE_ULUNITS},
 
     {"TRAFFIC_CLASS", "0",
-     "Traffic class of every connection, decimal (0..255). RoCE v2: the IP header's\n"
-     "DSCP/ECN byte (DSCP in the top 6 bits: DSCP 46 is 184, DSCP 26 is\n"
-     "104), which switches use for priority flow control and ECN marking.\n"
+     "Traffic class of every connection, decimal (0..255). RoCE v2: the IP\n"
+     "header's DSCP/ECN byte (DSCP in the top 6 bits: DSCP 46 is 184, DSCP\n"
+     "26 is 104), which switches use for priority flow control and ECN\n"
+     "marking.\n"
      "InfiniBand: the GRH traffic class, used only on routed traffic.",
      ucs_offsetof(uct_syncmem_iface_config_t, traffic_class),
      UCS_CONFIG_TYPE_ULUNITS},
