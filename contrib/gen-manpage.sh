@@ -11,11 +11,13 @@
 # settings first, then those every UCX transport has (the ones ucx_info
 # says inherit a global UCX_* setting). So the man page lists exactly what
 # the table holds and cannot drift from it. The environment is cleared of
-# UCX_* settings first, so that ucx_info prints the defaults. Fails if
+# UCX_* settings first, so that ucx_info prints the defaults (a
+# UCX_SYNCMEM_* line in the build machine's /etc/ucx/ucx.conf would still
+# show; UCX 1.13 has no way to skip that file). Fails if
 # ucx_info lists no UCX_SYNCMEM_* setting (the module did not load).
 #
 set -e
-case "$1" in -h|--help) sed -n '3,15s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+case "$1" in -h|--help) sed -n '3,17s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 run=${1:?usage: gen-manpage.sh SYNCMEM-RUN < TEMPLATE > MANPAGE}
 
 tmp=$(mktemp)

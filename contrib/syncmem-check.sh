@@ -15,6 +15,7 @@
 # (the loopback program) and SYNCMEM_UCX_VERSION (the UCX the module was
 # built for).
 #
+case "$1" in -h|--help) sed -n '3,17s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 run=${SYNCMEM_RUN:?run this through syncmem-run --check}
 loopback=${SYNCMEM_LOOPBACK:?run this through syncmem-run --check}
 built_for=${SYNCMEM_UCX_VERSION:?run this through syncmem-run --check}
