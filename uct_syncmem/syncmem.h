@@ -30,6 +30,13 @@ typedef struct uct_syncmem_port {
     uint8_t       active_speed;
     uint8_t       active_width;
     union ibv_gid gid;
+    /* Our own port's QoS settings (UCX_SYNCMEM_PKEY, _SL, _TRAFFIC_CLASS),
+     * applied to its QPs and address handles; not part of the address, so
+     * zero in a peer's unpacked port. */
+    uint16_t      pkey_index;  /* P_Key table index of the QPs */
+    uint16_t      pkey;        /* the table's value there, for messages */
+    uint8_t       sl;
+    uint8_t       traffic_class;
 } uct_syncmem_port_t;
 
 
@@ -132,7 +139,7 @@ typedef struct uct_syncmem_iface_config {
     unsigned           tx_queue_len;  /* send queue depth of each QP */
     unsigned           tx_cq_len;     /* send CQ size, shared by all QPs */
     unsigned           tx_moderation; /* signal at least every N sends */
-    unsigned           tx_max_inline;
+    size_t             tx_max_inline; /* MEMUNITS: the parser writes a size_t */
     unsigned           tx_max_sge;
     unsigned           tx_db_batch;   /* requests per doorbell */
     size_t             seg_size;      /* bcopy bounce buffer size */
@@ -148,6 +155,10 @@ typedef struct uct_syncmem_iface_config {
     ucs_time_t         fault_qp_error; /* testing: force QPs to error */
     int                verify;        /* UCT_SYNCMEM_VERIFY_* */
     unsigned           verify_inject; /* tests: corrupt every Nth check */
+    size_t             pkey;          /* UCS_HEXUNITS_AUTO: first full member;
+                                         size_t: the HEX parser writes one */
+    unsigned long      sl;
+    unsigned long      traffic_class;
 } uct_syncmem_iface_config_t;
 
 

@@ -580,7 +580,7 @@ static ucs_status_t uct_syncmem_cm_qp_up(uct_syncmem_iface_t *iface)
     int ret;
 
     attr.qp_state   = IBV_QPS_INIT;
-    attr.pkey_index = 0;
+    attr.pkey_index = iface->port.pkey_index; /* UCX_SYNCMEM_PKEY */
     attr.port_num   = iface->port.num;
     attr.qkey       = UCT_SYNCMEM_CM_QKEY;
     ret = ibv_modify_qp(iface->cm.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |

@@ -171,6 +171,34 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      ucs_offsetof(uct_syncmem_iface_config_t, verify_inject),
      UCS_CONFIG_TYPE_UINT},
 
+    /* Partition and quality of service: syncmem_device.c checks them,
+     * syncmem_qp.c applies them to the RC QPs, the handshake's UD QP and
+     * every address handle. */
+    {"PKEY", "auto",
+     "Partition (P_Key) of every QP, in hex: 0x0..0x7fff, the membership bit\n"
+     "left out (0x7fff is the default partition). It is looked up in the\n"
+     "port's P_Key table (/sys/class/infiniband/<dev>/ports/<port>/pkeys/),\n"
+     "a full-membership entry first; a value not in the table is an error\n"
+     "that lists the table. Both peers must use the same partition. 'auto'\n"
+     "takes the first full-membership entry. On RoCE the table holds only\n"
+     "the default 0xffff.",
+     ucs_offsetof(uct_syncmem_iface_config_t, pkey), UCS_CONFIG_TYPE_HEX},
+
+    {"SL", "0",
+     "Service level of every connection, decimal (0..15). InfiniBand: the\n"
+     "subnet manager maps it to a virtual lane. RoCE: the Ethernet priority\n"
+     "(0..7), sent in the VLAN tag (PCP) when the netdev is a VLAN.",
+     ucs_offsetof(uct_syncmem_iface_config_t, sl), UCS_CONFIG_TYPE_ULUNITS},
+
+    {"TRAFFIC_CLASS", "0",
+     "Traffic class of every connection, decimal (0..255). RoCE v2: the IP\n"
+     "header's DSCP/ECN byte (DSCP in the top 6 bits: DSCP 46 is 184, DSCP\n"
+     "26 is 104), which switches use for priority flow control and ECN\n"
+     "marking.\n"
+     "InfiniBand: the GRH traffic class, used only on routed traffic.",
+     ucs_offsetof(uct_syncmem_iface_config_t, traffic_class),
+     UCS_CONFIG_TYPE_ULUNITS},
+
     {NULL}
 };
 

@@ -53,7 +53,7 @@ ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
     }
 
     attr.qp_state        = IBV_QPS_INIT;
-    attr.pkey_index      = 0;
+    attr.pkey_index      = iface->port.pkey_index;  /* UCX_SYNCMEM_PKEY */
     attr.port_num        = iface->port.num;
     attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                            IBV_ACCESS_REMOTE_ATOMIC;
@@ -77,6 +77,11 @@ static void uct_syncmem_ah_attr_init(uct_syncmem_iface_t *iface,
     memset(ah, 0, sizeof(*ah));
     ah->port_num = iface->port.num;
     ah->dlid     = peer->lid;
+    ah->sl       = iface->port.sl;
+    /* Every RC QP and every handshake message takes its address from here,
+     * so both carry UCX_SYNCMEM_SL and _TRAFFIC_CLASS; on RoCE v2 the
+     * traffic class becomes the IP header's DSCP/ECN byte. */
+    ah->grh.traffic_class = iface->port.traffic_class;
     if (iface->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
         ah->is_global      = 1;
         ah->grh.dgid       = peer->gid;
