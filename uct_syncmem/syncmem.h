@@ -95,6 +95,7 @@ enum {
 
 
 #define UCT_SYNCMEM_AM_MAX_HDR 128
+#define UCT_SYNCMEM_CQ_SLACK   64  /* send CQ entries beyond TX_CQ_LEN */
 
 /*
  * Immediate data of an active message, host order:
@@ -123,6 +124,10 @@ typedef struct uct_syncmem_iface_config {
     double             rc_timeout;    /* RC ack timeout, seconds */
     unsigned           rc_retry_count;
     unsigned           rc_rnr_retry_count;
+    int                reconnect;
+    ucs_time_t         reconnect_timeout;
+    ucs_time_t         op_timeout;
+    ucs_time_t         fault_qp_error; /* testing: force QPs to error */
 } uct_syncmem_iface_config_t;
 
 
@@ -159,8 +164,35 @@ typedef struct uct_syncmem_desc {
 enum {
     UCT_SYNCMEM_EP_CONNECTING,
     UCT_SYNCMEM_EP_CONNECTED,
+    UCT_SYNCMEM_EP_RECONNECTING, /* a new QP replaces one the link broke */
     UCT_SYNCMEM_EP_FAILED
 };
+
+
+/*
+ * A request as it was posted, kept until it completes, so that a reconnect
+ * can post it again (syncmem_fault.c). Inline data is copied into the
+ * entry's data area; other requests keep their scatter list, whose memory
+ * (bounce buffer or the user's zcopy buffer) is held until completion.
+ */
+typedef struct uct_syncmem_replay {
+    uint64_t remote_addr;
+    uint64_t compare_add;
+    uint64_t swap;
+    uint32_t rkey;
+    uint32_t imm_data;
+    uint16_t inline_len;
+    uint8_t  opcode;     /* enum ibv_wr_opcode */
+    uint8_t  send_flags;
+    uint8_t  num_sge;
+    uint8_t  lost;       /* an atomic whose outcome a reconnect lost */
+} uct_syncmem_replay_t;
+
+static inline int uct_syncmem_ep_state_connecting(uint8_t state)
+{
+    return (state == UCT_SYNCMEM_EP_CONNECTING) ||
+           (state == UCT_SYNCMEM_EP_RECONNECTING);
+}
 
 typedef struct uct_syncmem_ep {
     uct_base_ep_t        super;
@@ -179,6 +211,21 @@ typedef struct uct_syncmem_ep {
         ucs_queue_head_t outstanding;   /* uct_syncmem_op_t, by sn */
     } tx;
     struct {
+        uct_syncmem_replay_t *ring;     /* by sn & mask; NULL: no reconnect */
+        uint8_t          *data;         /* entry i: data + i * data_size */
+        uint16_t         mask;
+        struct ibv_qp    *old_qp;       /* broken, until its flushes are in */
+        uint16_t         fail_sn;       /* first request of unknown outcome */
+        uint16_t         old_last_sn;   /* last request posted on old_qp */
+        uint16_t         lost_last_sn;  /* the last atomic lost */
+        unsigned         lost;          /* atomics lost, not yet reported */
+        int              qp_ready;      /* the new QP is connected */
+        ucs_time_t       started;
+        ucs_time_t       deadline;
+        uint16_t         wd_sn;         /* OP_TIMEOUT watchdog: acked_sn... */
+        ucs_time_t       wd_time;       /* ...seen busy since this time */
+    } rc;
+    struct {
         uint64_t         conn_id;       /* unique within our iface */
         uint64_t         peer_iface_id;
         uint32_t         peer_cm_qpn;
@@ -187,6 +234,7 @@ typedef struct uct_syncmem_ep {
         ucs_time_t       next_retry;
         unsigned         retries_left;
         uint32_t         peer_rc_qpn;   /* from the REP */
+        uint16_t         gen;           /* bumped by each reconnect */
         volatile int     replied;       /* set by the async handler */
     } cm;
 } uct_syncmem_ep_t;
@@ -213,7 +261,22 @@ typedef struct uct_syncmem_cm {
     int              keepalive_id;   /* async timer; -1: none */
     unsigned         probes_posted;  /* keepalive writes in flight */
     struct uct_syncmem_cm_retired_ah *retired;
+    struct uct_syncmem_cm_tomb *tombs; /* passive QPs the keepalive freed */
+    unsigned         num_tombs;
+    int              fault_id;       /* FAULT_QP_ERROR timer; -1: none */
 } uct_syncmem_cm_t;
+
+
+/* Receive side of reconnect: the last AM request number seen per QP, and
+ * for a QP that replaced another, the one it replaced (syncmem_fault.c). */
+KHASH_MAP_INIT_INT(uct_syncmem_qp_sn, uint16_t)
+KHASH_MAP_INIT_INT(uct_syncmem_qp_link, uint64_t)
+
+typedef struct uct_syncmem_rx_link {
+    struct uct_syncmem_rx_link *next;
+    uint32_t                   new_qpn;  /* 0: forget old_qpn */
+    uint32_t                   old_qpn;
+} uct_syncmem_rx_link_t;
 
 
 /* Send completions name their QP; this finds the endpoint behind it. */
@@ -251,6 +314,11 @@ struct uct_syncmem_iface {
         unsigned        headroom_offset;
         unsigned        payload_offset;
         uct_recv_desc_t release_desc;
+        khash_t(uct_syncmem_qp_sn) last_sn;  /* QP -> last AM sn */
+        khash_t(uct_syncmem_qp_link) replaced; /* new QP -> old QP, then
+                                                 * the old QP's last sn */
+        uct_syncmem_rx_link_t *links;   /* from the async context */
+        volatile int    have_links;
     } rx;
     struct uct_syncmem_ep *dispatching; /* endpoint whose pending queue runs */
     uct_syncmem_cm_t   cm;
@@ -268,7 +336,13 @@ struct uct_syncmem_iface {
         uint8_t        rc_retry_count;
         uint8_t        rc_rnr_retry_count;
         uint8_t        max_rd_atomic;
+        int            reconnect;
+        ucs_time_t     reconnect_timeout;
+        ucs_time_t     op_timeout;      /* UCS_TIME_INFINITY: none */
+        ucs_time_t     fault_qp_error;
+        size_t         replay_data;     /* data area of a replay entry */
     } config;
+    ucs_time_t         next_deadline_check;
 };
 
 
@@ -353,6 +427,8 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface);
 void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface);
 ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep);
 void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep);
+void uct_syncmem_cm_reconnect(uct_syncmem_ep_t *ep);
+void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep);
 /* For tests: connections this iface accepted and still holds */
 unsigned uct_syncmem_iface_num_passive(uct_iface_h iface);
 unsigned uct_syncmem_cm_progress(uct_syncmem_iface_t *iface);
@@ -380,10 +456,35 @@ void uct_syncmem_rx_cleanup(uct_syncmem_iface_t *iface);
 unsigned uct_syncmem_rx_post(uct_syncmem_iface_t *iface, unsigned max);
 unsigned uct_syncmem_rx_progress(uct_syncmem_iface_t *iface);
 
+/* syncmem_fault.c */
+ucs_status_t uct_syncmem_fault_ep_init(uct_syncmem_ep_t *ep);
+void uct_syncmem_fault_ep_cleanup(uct_syncmem_ep_t *ep);
+void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc);
+ucs_status_t uct_syncmem_ep_reconnect_check(uct_syncmem_ep_t *ep,
+                                            ucs_time_t now);
+void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status);
+ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
+                                      const uct_syncmem_op_t *op,
+                                      ucs_status_t status);
+void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface);
+ucs_status_t uct_syncmem_fault_iface_init(uct_syncmem_iface_t *iface);
+void uct_syncmem_fault_iface_cleanup(uct_syncmem_iface_t *iface);
+void uct_syncmem_rx_link_push(uct_syncmem_iface_t *iface, uint32_t new_qpn,
+                              uint32_t old_qpn);
+void uct_syncmem_rx_links_apply(uct_syncmem_iface_t *iface);
+int uct_syncmem_rx_is_replayed(uct_syncmem_iface_t *iface, uint32_t qpn,
+                               uint16_t sn);
+/* For tests: move ep's QP to the error state, as a broken link would. */
+ucs_status_t uct_syncmem_ep_inject_qp_error(uct_ep_h ep);
+/* For tests: how often ep has reconnected. */
+unsigned uct_syncmem_ep_reconnects(uct_ep_h ep);
+
 /* syncmem_ep.c */
 void uct_syncmem_op_release(uct_syncmem_op_t *op, ucs_status_t status);
 void uct_syncmem_op_complete(uct_syncmem_op_t *op, ucs_status_t status);
 void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep);
+void uct_syncmem_ep_set_state(uct_syncmem_ep_t *ep, uint8_t state);
+void uct_syncmem_ep_flush_done(uct_syncmem_op_t *op, ucs_status_t status);
 void uct_syncmem_ep_set_failed(uct_syncmem_ep_t *ep, ucs_status_t status);
 void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
                                  ucs_status_t status);

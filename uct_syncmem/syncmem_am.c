@@ -85,6 +85,29 @@ unsigned uct_syncmem_rx_post(uct_syncmem_iface_t *iface, unsigned max)
     return count;
 }
 
+/*
+ * Whether an AM is one we already have: after a reconnect the sender posts
+ * again what it does not know to have arrived (syncmem_fault.c). Notes the
+ * last request number of each QP, which that needs.
+ */
+static UCS_F_ALWAYS_INLINE int
+uct_syncmem_rx_check_sn(uct_syncmem_iface_t *iface, uint32_t qpn, uint16_t sn)
+{
+    khiter_t it;
+    int ret;
+
+    if (ucs_unlikely(kh_size(&iface->rx.replaced) != 0) &&
+        uct_syncmem_rx_is_replayed(iface, qpn, sn)) {
+        return 1;
+    }
+
+    it = kh_put(uct_syncmem_qp_sn, &iface->rx.last_sn, qpn, &ret);
+    if (ucs_likely(ret >= 0)) {
+        kh_value(&iface->rx.last_sn, it) = sn;
+    }
+    return 0;
+}
+
 /* One receive completion: hand the message to its handler. */
 void uct_syncmem_rx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
 {
@@ -103,7 +126,13 @@ void uct_syncmem_rx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
         return;
     }
 
-    imm    = ntohl(wc->imm_data);
+    imm = ntohl(wc->imm_data);
+    if (ucs_unlikely(uct_syncmem_rx_check_sn(iface, wc->qp_num,
+                                             imm >> UCT_SYNCMEM_AM_IMM_SN_SHIFT))) {
+        ucs_mpool_put_inline(desc); /* had it before the sender reconnected */
+        return;
+    }
+
     status = uct_iface_invoke_am(&iface->super,
                                  imm & UCT_SYNCMEM_AM_IMM_ID_MASK,
                                  uct_syncmem_rx_data(iface, desc),
@@ -123,6 +152,11 @@ unsigned uct_syncmem_rx_progress(uct_syncmem_iface_t *iface)
     int i, n;
 
     n = ibv_poll_cq(iface->rx.cq, ucs_static_array_size(wc), wc);
+    /* after polling: a QP that replaced another is known before its first
+     * message is handled (the link comes before the handshake answer) */
+    if (ucs_unlikely(iface->rx.have_links)) {
+        uct_syncmem_rx_links_apply(iface);
+    }
     for (i = 0; i < n; ++i) {
         uct_syncmem_rx_handle(iface, &wc[i]);
     }
@@ -215,11 +249,11 @@ void uct_syncmem_rx_cleanup(uct_syncmem_iface_t *iface)
 }
 
 static UCS_F_ALWAYS_INLINE void
-uct_syncmem_wr_send(struct ibv_send_wr *wr, uint8_t id, struct ibv_sge *sge,
-                    int num_sge)
+uct_syncmem_wr_send(const uct_syncmem_ep_t *ep, struct ibv_send_wr *wr,
+                    uint8_t id, struct ibv_sge *sge, int num_sge)
 {
     wr->opcode     = IBV_WR_SEND_WITH_IMM;
-    wr->imm_data   = htonl(id);
+    wr->imm_data   = uct_syncmem_am_imm(ep, id);
     wr->send_flags = 0;
     wr->sg_list    = sge;
     wr->num_sge    = num_sge;
@@ -248,7 +282,7 @@ ucs_status_t uct_syncmem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     sge[0].length  = sizeof(hdr);
     sge[1].addr    = (uintptr_t)payload;
     sge[1].length  = length;
-    wr->imm_data   = htonl(id);
+    wr->imm_data   = uct_syncmem_am_imm(ep, id);
     wr->send_flags = IBV_SEND_INLINE;
     UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, sizeof(hdr) + length);
     return uct_syncmem_ep_post(iface, ep, wr, NULL, 0);
@@ -279,7 +313,7 @@ ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
         sge[i].length = uct_iov_get_length(&iov[i]);
         sge[i].lkey   = 0;
     }
-    uct_syncmem_wr_send(&wr, id, sge, iovcnt);
+    uct_syncmem_wr_send(ep, &wr, id, sge, iovcnt);
     wr.send_flags = IBV_SEND_INLINE;
     UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, uct_iov_total_length(iov, iovcnt));
     return uct_syncmem_ep_post(iface, ep, &wr, NULL, 0);
@@ -303,7 +337,7 @@ ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         return status;
     }
 
-    uct_syncmem_wr_send(&wr, id, NULL, 1);
+    uct_syncmem_wr_send(ep, &wr, id, NULL, 1);
     length = uct_syncmem_ep_post_bcopy(iface, ep, desc, &wr, pack_cb, arg);
     UCT_TL_EP_STAT_OP_IF_SUCCESS(length, &ep->super, AM, BCOPY, length);
     return length;
@@ -351,7 +385,7 @@ ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     sge[0].lkey   = desc->lkey;
     num_sge       = 1 + uct_syncmem_sge_fill_iov(&sge[1], iov, iovcnt);
 
-    uct_syncmem_wr_send(&wr, id, sge, num_sge);
+    uct_syncmem_wr_send(ep, &wr, id, sge, num_sge);
     status = uct_syncmem_ep_post(iface, ep, &wr, &desc->super, comp != NULL);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put(desc);

@@ -20,6 +20,14 @@
  * duplicate REP finds no connecting endpoint and is dropped. DREQ, best
  * effort, releases the passive QP when the endpoint is destroyed.
  *
+ * Reconnect (syncmem_fault.c): the initiator sends REQ again for the same
+ * connection id with the next generation number and a new RC QP; the peer
+ * replaces the passive QP of that connection, notes for its receive path
+ * which QP replaced which (to drop active messages it already delivered),
+ * and answers REP with the generation. REQs and REPs of an older
+ * generation are dropped. If the keepalive released the passive QP during
+ * the outage, a small list of what it released still links them.
+ *
  * Keepalive: a passive QP whose peer died, or whose DREQ was lost, would
  * stay until the iface closes: an RC responder never notices that its
  * requester is gone. So every UCX_SYNCMEM_KEEPALIVE_INTERVAL each passive QP
@@ -52,6 +60,7 @@
 #define UCT_SYNCMEM_CM_GRH_LEN  40          /* UD receives start with it */
 #define UCT_SYNCMEM_CM_SLOT     128
 #define UCT_SYNCMEM_CM_PROBES   32          /* keepalive writes in flight */
+#define UCT_SYNCMEM_CM_TOMBS    64          /* released connections kept */
 
 enum {
     UCT_SYNCMEM_CM_REQ  = 1,
@@ -66,6 +75,7 @@ typedef struct UCS_S_PACKED uct_syncmem_cm_msg {
     uint64_t               src_iface_id;
     uint64_t               dst_iface_id; /* a stale address is refused */
     uint64_t               conn_id;      /* chosen by the initiator */
+    uint16_t               gen;          /* of the initiator's RC QP */
     uct_syncmem_dev_addr_t src_dev;
 } uct_syncmem_cm_msg_t;
 
@@ -78,10 +88,20 @@ typedef struct uct_syncmem_cm_passive {
     uint64_t        peer_iface_id;
     uint64_t        conn_id;
     uint32_t        peer_cm_qpn;
+    uint16_t        gen;
     int             probing;     /* a keepalive write is in flight */
     struct ibv_qp   *qp;
     struct ibv_ah   *ah;
 } uct_syncmem_cm_passive_t;
+
+/* A passive QP the keepalive released: a reconnect may still come for it,
+ * and its receive path must then know which QP the new one replaces. */
+typedef struct uct_syncmem_cm_tomb {
+    struct uct_syncmem_cm_tomb *next;
+    uint64_t                   peer_iface_id;
+    uint64_t                   conn_id;
+    uint32_t                   qpn;
+} uct_syncmem_cm_tomb_t;
 
 /* An address handle that a posted send may still use; freed once the CM
  * QP has no sends in flight. */
@@ -160,10 +180,12 @@ static void uct_syncmem_cm_send(uct_syncmem_iface_t *iface, struct ibv_ah *ah,
 
 static void uct_syncmem_cm_msg_init(uct_syncmem_iface_t *iface, uint8_t type,
                                     uint64_t dst_iface_id, uint64_t conn_id,
-                                    uint32_t rc_qpn, uct_syncmem_cm_msg_t *msg)
+                                    uint16_t gen, uint32_t rc_qpn,
+                                    uct_syncmem_cm_msg_t *msg)
 {
     memset(msg, 0, sizeof(*msg));
     msg->type         = type;
+    msg->gen          = gen;
     msg->src_cm_qpn   = iface->cm.qp->qp_num;
     msg->rc_qpn       = rc_qpn;
     msg->src_iface_id = iface->id;
@@ -201,7 +223,7 @@ static void uct_syncmem_cm_free_retired(uct_syncmem_iface_t *iface)
  * the peer's MAC address, which the kernel resolves (ARP/ND) and may fail to
  * on a lossy link: that is retried with the REQ, not fatal.
  */
-static void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep)
+void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
@@ -214,7 +236,7 @@ static void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep)
     }
 
     uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REQ, ep->cm.peer_iface_id,
-                            ep->cm.conn_id, ep->qp->qp_num, &msg);
+                            ep->cm.conn_id, ep->cm.gen, ep->qp->qp_num, &msg);
     uct_syncmem_cm_send(iface, ep->cm.ah, ep->cm.peer_cm_qpn, &msg);
 }
 
@@ -232,6 +254,15 @@ ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep)
     return UCS_OK;
 }
 
+/* Called with the async lock held: ep->qp is the QP that replaces one the
+ * link broke; the same connection, next generation. */
+void uct_syncmem_cm_reconnect(uct_syncmem_ep_t *ep)
+{
+    ++ep->cm.gen;
+    ep->cm.replied = 0;
+    uct_syncmem_cm_send_req(ep);
+}
+
 /* Called with the async lock held. */
 void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep)
 {
@@ -242,7 +273,8 @@ void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep)
     if (ep->cm.ah != NULL) {
         /* A lost DREQ leaves the passive QP until the peer iface closes. */
         uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_DREQ,
-                                ep->cm.peer_iface_id, ep->cm.conn_id, 0, &msg);
+                                ep->cm.peer_iface_id, ep->cm.conn_id,
+                                ep->cm.gen, 0, &msg);
         uct_syncmem_cm_send(iface, ep->cm.ah, ep->cm.peer_cm_qpn, &msg);
         uct_syncmem_cm_retire_ah(iface, ep->cm.ah);
         ep->cm.ah = NULL;
@@ -264,12 +296,64 @@ uct_syncmem_cm_find_passive(uct_syncmem_iface_t *iface,
     return NULL;
 }
 
+/* The receive path may drop what it knows of the QP, unless a reconnect
+ * may still need it (keep): then a tomb remembers it, the oldest of which
+ * is forgotten when there are too many. */
+static void uct_syncmem_cm_forget_qp(uct_syncmem_iface_t *iface,
+                                     uct_syncmem_cm_passive_t *p, int keep)
+{
+    uct_syncmem_cm_tomb_t *tomb, **last;
+
+    if (keep && ((tomb = ucs_malloc(sizeof(*tomb), "syncmem_tomb")) != NULL)) {
+        tomb->peer_iface_id = p->peer_iface_id;
+        tomb->conn_id       = p->conn_id;
+        tomb->qpn           = p->qp->qp_num;
+        tomb->next          = iface->cm.tombs;
+        iface->cm.tombs     = tomb;
+        if (++iface->cm.num_tombs <= UCT_SYNCMEM_CM_TOMBS) {
+            return;
+        }
+        for (last = &iface->cm.tombs; (*last)->next != NULL;
+             last = &(*last)->next) {
+        }
+        tomb  = *last;
+        *last = NULL;
+        --iface->cm.num_tombs;
+        uct_syncmem_rx_link_push(iface, 0, tomb->qpn);
+        ucs_free(tomb);
+        return;
+    }
+    uct_syncmem_rx_link_push(iface, 0, p->qp->qp_num);
+}
+
+/* The QP a released connection had, if the keepalive released it. */
+static uint32_t uct_syncmem_cm_tomb_take(uct_syncmem_iface_t *iface,
+                                         const uct_syncmem_cm_msg_t *msg)
+{
+    uct_syncmem_cm_tomb_t *tomb, **prev;
+    uint32_t qpn;
+
+    for (prev = &iface->cm.tombs; (tomb = *prev) != NULL; prev = &tomb->next) {
+        if ((tomb->peer_iface_id == msg->src_iface_id) &&
+            (tomb->conn_id == msg->conn_id)) {
+            *prev = tomb->next;
+            --iface->cm.num_tombs;
+            qpn = tomb->qpn;
+            ucs_free(tomb);
+            return qpn;
+        }
+    }
+    return 0;
+}
+
 static void uct_syncmem_cm_passive_destroy(uct_syncmem_iface_t *iface,
-                                           uct_syncmem_cm_passive_t *p)
+                                           uct_syncmem_cm_passive_t *p,
+                                           int keep)
 {
     /* a flushed probe may still complete: it finds no passive QP then */
     iface->cm.probes_posted -= p->probing;
     ucs_list_del(&p->list);
+    uct_syncmem_cm_forget_qp(iface, p, keep);
     ibv_destroy_qp(p->qp);
     uct_syncmem_cm_retire_ah(iface, p->ah);
     ucs_free(p);
@@ -281,8 +365,51 @@ static void uct_syncmem_cm_send_rep(uct_syncmem_iface_t *iface,
     uct_syncmem_cm_msg_t rep;
 
     uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REP, p->peer_iface_id,
-                            p->conn_id, p->qp->qp_num, &rep);
+                            p->conn_id, p->gen, p->qp->qp_num, &rep);
     uct_syncmem_cm_send(iface, p->ah, p->peer_cm_qpn, &rep);
+}
+
+/* A passive RC QP connected to the initiator's QP rc_qpn. */
+static ucs_status_t uct_syncmem_cm_passive_qp(uct_syncmem_iface_t *iface,
+                                              const uct_syncmem_port_t *peer,
+                                              uint32_t rc_qpn,
+                                              struct ibv_qp **qp_p)
+{
+    ucs_status_t status;
+
+    status = uct_syncmem_qp_create(iface, iface->cm.cq, qp_p);
+    if (status != UCS_OK) {
+        return status;
+    }
+    status = uct_syncmem_qp_connect(iface, *qp_p, peer, rc_qpn);
+    if (status != UCS_OK) {
+        ibv_destroy_qp(*qp_p);
+    }
+    return status;
+}
+
+/* REQ of a later generation: the initiator's QP broke and it has a new
+ * one. The passive QP is replaced by one connected to that. */
+static void uct_syncmem_cm_passive_replace(uct_syncmem_iface_t *iface,
+                                           uct_syncmem_cm_passive_t *p,
+                                           const uct_syncmem_cm_msg_t *msg,
+                                           const uct_syncmem_port_t *peer)
+{
+    struct ibv_qp *qp;
+
+    if (uct_syncmem_cm_passive_qp(iface, peer, msg->rc_qpn, &qp) != UCS_OK) {
+        return; /* the initiator retransmits */
+    }
+    ucs_debug("syncmem: iface 0x%" PRIx64 ": connection %" PRIu64 " from iface"
+              " 0x%" PRIx64 " reconnects (generation %u): QP 0x%x replaces"
+              " 0x%x", iface->id, p->conn_id, p->peer_iface_id, msg->gen,
+              qp->qp_num, p->qp->qp_num);
+    uct_syncmem_rx_link_push(iface, qp->qp_num, p->qp->qp_num);
+    iface->cm.probes_posted -= p->probing;
+    p->probing = 0;
+    ibv_destroy_qp(p->qp);
+    p->qp  = qp;
+    p->gen = msg->gen;
 }
 
 static void uct_syncmem_cm_handle_req(uct_syncmem_iface_t *iface,
@@ -290,29 +417,45 @@ static void uct_syncmem_cm_handle_req(uct_syncmem_iface_t *iface,
                                       const uct_syncmem_port_t *peer)
 {
     uct_syncmem_cm_passive_t *p = uct_syncmem_cm_find_passive(iface, msg);
+    uint32_t old_qpn;
 
-    if (p == NULL) {
-        p = ucs_calloc(1, sizeof(*p), "syncmem_passive");
-        if (p == NULL) {
-            return; /* the initiator retransmits */
+    if (p != NULL) {
+        if (UCS_CIRCULAR_COMPARE16(msg->gen, <, p->gen)) {
+            return; /* a stale retransmission */
         }
-        p->peer_iface_id = msg->src_iface_id;
-        p->conn_id       = msg->conn_id;
-        p->peer_cm_qpn   = msg->src_cm_qpn;
-
-        if (uct_syncmem_qp_create(iface, iface->cm.cq, &p->qp) != UCS_OK) {
-            goto err_free;
+        if (msg->gen != p->gen) {
+            uct_syncmem_cm_passive_replace(iface, p, msg, peer);
+            if (msg->gen != p->gen) {
+                return;
+            }
         }
-        if ((uct_syncmem_qp_connect(iface, p->qp, peer, msg->rc_qpn) != UCS_OK) ||
-            (uct_syncmem_ah_create(iface, peer, &p->ah) != UCS_OK)) {
-            goto err_qp;
-        }
-        ucs_list_add_tail(&iface->cm.passive, &p->list);
-        ucs_debug("syncmem: iface 0x%" PRIx64 " accepted connection %" PRIu64
-                  " from iface 0x%" PRIx64 ": QP 0x%x <-> 0x%x", iface->id,
-                  msg->conn_id, msg->src_iface_id, p->qp->qp_num, msg->rc_qpn);
+        uct_syncmem_cm_send_rep(iface, p);
+        return;
     }
 
+    p = ucs_calloc(1, sizeof(*p), "syncmem_passive");
+    if (p == NULL) {
+        return; /* the initiator retransmits */
+    }
+    p->peer_iface_id = msg->src_iface_id;
+    p->conn_id       = msg->conn_id;
+    p->peer_cm_qpn   = msg->src_cm_qpn;
+    p->gen           = msg->gen;
+
+    if (uct_syncmem_cm_passive_qp(iface, peer, msg->rc_qpn, &p->qp) != UCS_OK) {
+        goto err_free;
+    }
+    if (uct_syncmem_ah_create(iface, peer, &p->ah) != UCS_OK) {
+        goto err_qp;
+    }
+    ucs_list_add_tail(&iface->cm.passive, &p->list);
+    old_qpn = (msg->gen != 0) ? uct_syncmem_cm_tomb_take(iface, msg) : 0;
+    if (old_qpn != 0) {
+        uct_syncmem_rx_link_push(iface, p->qp->qp_num, old_qpn);
+    }
+    ucs_debug("syncmem: iface 0x%" PRIx64 " accepted connection %" PRIu64
+              " from iface 0x%" PRIx64 ": QP 0x%x <-> 0x%x", iface->id,
+              msg->conn_id, msg->src_iface_id, p->qp->qp_num, msg->rc_qpn);
     uct_syncmem_cm_send_rep(iface, p);
     return;
 
@@ -330,7 +473,8 @@ static void uct_syncmem_cm_handle_rep(uct_syncmem_iface_t *iface,
 
     ucs_list_for_each(ep, &iface->eps, list) {
         if ((ep->cm.conn_id == msg->conn_id) &&
-            (ep->cm.peer_iface_id == msg->src_iface_id)) {
+            (ep->cm.peer_iface_id == msg->src_iface_id) &&
+            (ep->cm.gen == msg->gen)) {
             ep->cm.peer_rc_qpn = msg->rc_qpn;
             ep->cm.replied     = 1;
             return;
@@ -366,7 +510,7 @@ static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
     case UCT_SYNCMEM_CM_DREQ:
         p = uct_syncmem_cm_find_passive(iface, msg);
         if (p != NULL) {
-            uct_syncmem_cm_passive_destroy(iface, p);
+            uct_syncmem_cm_passive_destroy(iface, p, 0);
         }
         break;
     default:
@@ -421,7 +565,7 @@ static void uct_syncmem_cm_probe_done(uct_syncmem_iface_t *iface,
                      " releasing QP 0x%x", iface->id, p->conn_id,
                      p->peer_iface_id, ibv_wc_status_str(wc->status),
                      wc->qp_num);
-            uct_syncmem_cm_passive_destroy(iface, p);
+            uct_syncmem_cm_passive_destroy(iface, p, 1);
         }
         return;
     }
@@ -485,6 +629,14 @@ static uct_syncmem_ep_t *uct_syncmem_cm_check(uct_syncmem_iface_t *iface,
     uct_syncmem_ep_t *ep;
 
     ucs_list_for_each(ep, &iface->eps, list) {
+        if (ep->state == UCT_SYNCMEM_EP_RECONNECTING) {
+            *status_p = uct_syncmem_ep_reconnect_check(ep, now);
+            if (*status_p != UCS_OK) {
+                return ep;
+            }
+            *count_p += (ep->state == UCT_SYNCMEM_EP_CONNECTED);
+            continue;
+        }
         if (ep->state != UCT_SYNCMEM_EP_CONNECTING) {
             continue;
         }
@@ -563,6 +715,8 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
     iface->cm.probes_posted = 0;
     iface->cm.keepalive_id = -1;
     iface->cm.channel      = NULL;
+    iface->cm.tombs        = NULL;
+    iface->cm.num_tombs    = 0;
 
     iface->cm.channel = ibv_create_comp_channel(md->ctx);
     if ((iface->cm.channel == NULL) ||
@@ -684,6 +838,7 @@ err_channel:
 void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
 {
     uct_syncmem_cm_passive_t *p, *tmp;
+    uct_syncmem_cm_tomb_t *tomb;
 
     /* waits for a running handler; none runs after this */
     if (iface->cm.keepalive_id >= 0) {
@@ -692,7 +847,11 @@ void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
     ucs_async_remove_handler(iface->cm.channel->fd, 1);
 
     ucs_list_for_each_safe(p, tmp, &iface->cm.passive, list) {
-        uct_syncmem_cm_passive_destroy(iface, p);
+        uct_syncmem_cm_passive_destroy(iface, p, 0);
+    }
+    while ((tomb = iface->cm.tombs) != NULL) {
+        iface->cm.tombs = tomb->next;
+        ucs_free(tomb);
     }
     /* destroying the QP ends its sends, so retired AHs are free to go */
     ibv_destroy_qp(iface->cm.qp);

@@ -27,7 +27,7 @@ void uct_syncmem_op_complete(uct_syncmem_op_t *op, ucs_status_t status)
 
 /* A flush completes when everything before it has, including emulated
  * atomics, which keep posting new steps: follow the last of them. */
-static void uct_syncmem_ep_flush_done(uct_syncmem_op_t *op, ucs_status_t status)
+void uct_syncmem_ep_flush_done(uct_syncmem_op_t *op, ucs_status_t status)
 {
     uct_syncmem_ep_t *ep = op->ep;
 
@@ -54,7 +54,8 @@ void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
 
     ucs_queue_for_each_extract(op, &ep->tx.outstanding, queue,
                                UCS_CIRCULAR_COMPARE16(op->sn, <=, sn)) {
-        op->handler(op, status);
+        op->handler(op, ucs_likely(ep->rc.lost == 0) ? status :
+                        uct_syncmem_ep_op_status(ep, op, status));
     }
 
     if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
@@ -62,28 +63,51 @@ void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
     }
 }
 
-/* Move the QP to error: the HCA then completes everything outstanding
- * with a flush status, so every op is retired through the CQ. */
+/*
+ * Move the QP to error: the HCA then completes what is still in the send
+ * queue with a flush status. Requests that had completed unsignalled are no
+ * longer there and would never be reported, so a signalled empty write
+ * follows (a request posted in the error state is flushed too, after all
+ * the others; the kernel's ib_drain_sq does the same). The QP has a slot
+ * kept for it; if the post fails all the same, the queue is full of
+ * requests that will each be flushed, the last one included.
+ */
 static void uct_syncmem_ep_qp_to_error(uct_syncmem_ep_t *ep)
 {
-    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    struct ibv_qp_attr attr    = { .qp_state = IBV_QPS_ERR };
+    struct ibv_send_wr wr      = {}, *bad_wr;
     int ret;
 
     ret = ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
     if (ret) {
         ucs_error("syncmem: QP 0x%x to ERR failed: %s", ep->qp->qp_num,
                   strerror(ret));
+        return;
+    }
+
+    if (ep->tx.available >= (int)iface->config.tx_queue_len) {
+        return; /* nothing outstanding */
+    }
+    wr.wr_id      = (uint16_t)(ep->tx.sn + 1);
+    wr.opcode     = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (ibv_post_send(ep->qp, &wr, &bad_wr) == 0) {
+        ++ep->tx.sn;
+        --ep->tx.available;
+        --iface->cq_available;
     }
 }
 
 /* The iface watches handshake timers only while endpoints connect. */
-static void uct_syncmem_ep_set_state(uct_syncmem_ep_t *ep, uint8_t state)
+void uct_syncmem_ep_set_state(uct_syncmem_ep_t *ep, uint8_t state)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
 
-    iface->cm.connecting += (state == UCT_SYNCMEM_EP_CONNECTING) -
-                            (ep->state == UCT_SYNCMEM_EP_CONNECTING);
+    iface->cm.connecting += uct_syncmem_ep_state_connecting(state) -
+                            uct_syncmem_ep_state_connecting(ep->state);
     ep->state             = state;
 }
 
@@ -94,6 +118,10 @@ void uct_syncmem_ep_set_failed(uct_syncmem_ep_t *ep, ucs_status_t status)
 
     if (ep->state == UCT_SYNCMEM_EP_FAILED) {
         return;
+    }
+    if (ep->state == UCT_SYNCMEM_EP_RECONNECTING) {
+        /* the new QP has nothing posted; the old one is going away */
+        uct_syncmem_ep_purge(ep, status);
     }
 
     uct_syncmem_ep_set_state(ep, UCT_SYNCMEM_EP_FAILED);
@@ -162,12 +190,18 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     self->tx.sn            = 0;
     self->tx.acked_sn      = 0;
     self->tx.unsignaled    = 0;
+    self->cm.gen           = 0;
     ucs_queue_head_init(&self->tx.outstanding);
     ucs_arbiter_group_init(&self->arb_group);
 
-    status = uct_syncmem_qp_create(iface, iface->cq, &self->qp);
+    status = uct_syncmem_fault_ep_init(self);
     if (status != UCS_OK) {
         goto err;
+    }
+
+    status = uct_syncmem_qp_create(iface, iface->cq, &self->qp);
+    if (status != UCS_OK) {
+        goto err_fault;
     }
 
     it = kh_put(uct_syncmem_qp_eps, &iface->qp_eps, self->qp->qp_num, &ret);
@@ -198,6 +232,8 @@ err_hash:
     kh_del(uct_syncmem_qp_eps, &iface->qp_eps, it);
 err_qp:
     ibv_destroy_qp(self->qp);
+err_fault:
+    uct_syncmem_fault_ep_cleanup(self);
 err:
     ucs_arbiter_group_cleanup(&self->arb_group);
     return status;
@@ -229,6 +265,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_ep_t)
         op->handler(op, UCS_ERR_CANCELED);
     }
 
+    uct_syncmem_fault_ep_cleanup(self); /* and the QP it replaced, if any */
     ibv_destroy_qp(self->qp);
 }
 
@@ -252,6 +289,12 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
     ucs_status_t status;
 
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        /* Nothing new may start; what is in flight ends as soon as the QP
+         * has flushed it (or now, while reconnecting: nothing is). Not a
+         * failure the user must hear of: no error handler. */
+        if (ep->state == UCT_SYNCMEM_EP_RECONNECTING) {
+            uct_syncmem_ep_purge(ep, UCS_ERR_CANCELED);
+        }
         if (ep->state != UCT_SYNCMEM_EP_FAILED) {
             uct_syncmem_ep_set_state(ep, UCT_SYNCMEM_EP_FAILED);
             ep->status = UCS_ERR_CANCELED;
@@ -394,7 +437,7 @@ ucs_arbiter_cb_result_t uct_syncmem_ep_pending_dispatch(ucs_arbiter_t *arbiter,
                                                   priv);
     ucs_status_t status;
 
-    if (ep->state == UCT_SYNCMEM_EP_CONNECTING) {
+    if (uct_syncmem_ep_state_connecting(ep->state)) {
         return UCS_ARBITER_CB_RESULT_DESCHED_GROUP; /* until connected */
     }
     if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) && (iface->cq_available <= 0)) {

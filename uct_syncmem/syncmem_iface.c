@@ -109,6 +109,35 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      ucs_offsetof(uct_syncmem_iface_config_t, rc_rnr_retry_count),
      UCS_CONFIG_TYPE_UINT},
 
+    {"RECONNECT", "y",
+     "When an endpoint's QP fails because packets stopped getting through\n"
+     "(RC retries exceeded: a link, switch or port outage) or was moved to the\n"
+     "error state, connect a new QP to the same peer and post again what had\n"
+     "not completed, instead of failing the endpoint. Puts and gets run again,\n"
+     "active messages are delivered once; an atomic that may have run already\n"
+     "is not run again and completes with UCS_ERR_CONNECTION_RESET. Costs a\n"
+     "copy of each request (and of inline data) per endpoint.",
+     ucs_offsetof(uct_syncmem_iface_config_t, reconnect), UCS_CONFIG_TYPE_BOOL},
+
+    {"RECONNECT_TIMEOUT", "5s",
+     "How long an endpoint tries to reconnect before it fails with\n"
+     "UCS_ERR_ENDPOINT_TIMEOUT. A dead peer is detected only after this.",
+     ucs_offsetof(uct_syncmem_iface_config_t, reconnect_timeout),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
+    {"OP_TIMEOUT", "inf",
+     "An operation (or flush) not completed after this long fails its\n"
+     "endpoint with UCS_ERR_ENDPOINT_TIMEOUT, and every operation outstanding\n"
+     "on it with that status, so that UCP can recover. 'inf': no deadline.",
+     ucs_offsetof(uct_syncmem_iface_config_t, op_timeout),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
+    {"FAULT_QP_ERROR", "inf",
+     "For testing recovery only: every this often, move the QP of every\n"
+     "connected endpoint to the error state, as a broken link would.",
+     ucs_offsetof(uct_syncmem_iface_config_t, fault_qp_error),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
     {NULL}
 };
 
@@ -116,32 +145,18 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
 /* One send completion: retire the endpoint's requests up to it. */
 void uct_syncmem_tx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
 {
-    uct_syncmem_ep_t *ep;
-    ucs_status_t status;
     khiter_t it;
 
     it = kh_get(uct_syncmem_qp_eps, &iface->qp_eps, wc->qp_num);
     if (ucs_unlikely(it == kh_end(&iface->qp_eps))) {
         return; /* its endpoint was destroyed */
     }
-    ep = kh_value(&iface->qp_eps, it);
 
     if (ucs_likely(wc->status == IBV_WC_SUCCESS)) {
-        uct_syncmem_ep_tx_completed(ep, wc->wr_id, UCS_OK);
-        return;
-    }
-
-    /* After the first error the QP flushes the rest: report the cause (or
-     * the cancel) to every op, and the error to the user once. */
-    status = (ep->state == UCT_SYNCMEM_EP_FAILED) ? ep->status :
-             uct_syncmem_wc_status(wc->status);
-    uct_syncmem_ep_tx_completed(ep, wc->wr_id, status);
-    if (ep->state != UCT_SYNCMEM_EP_FAILED) {
-        ucs_log(iface->super.config.failure_level,
-                "syncmem: ep %p QP 0x%x to iface 0x%" PRIx64 ": %s (vendor"
-                " error 0x%x)", ep, wc->qp_num, ep->cm.peer_iface_id,
-                ibv_wc_status_str(wc->status), wc->vendor_err);
-        uct_syncmem_ep_set_failed(ep, status);
+        uct_syncmem_ep_tx_completed(kh_value(&iface->qp_eps, it), wc->wr_id,
+                                    UCS_OK);
+    } else {
+        uct_syncmem_ep_tx_error(kh_value(&iface->qp_eps, it), wc);
     }
 }
 
@@ -169,6 +184,9 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
     if (ucs_unlikely(iface->cm.connecting > 0)) {
         count += uct_syncmem_cm_progress(iface);
     }
+    if (ucs_unlikely(iface->config.op_timeout != UCS_TIME_INFINITY)) {
+        uct_syncmem_iface_check_deadlines(iface);
+    }
 
     if (!ucs_arbiter_is_empty(&iface->arbiter)) {
         ucs_arbiter_dispatch(&iface->arbiter, 1,
@@ -186,13 +204,10 @@ static ucs_status_t uct_syncmem_iface_flush(uct_iface_h tl_iface,
     ucs_status_t status;
     unsigned waiting = 0;
 
-    if (flags & UCT_FLUSH_FLAG_CANCEL) {
-        return UCS_ERR_UNSUPPORTED; /* cancel is per endpoint */
-    }
-
     /* Callers flush the iface to wait until new endpoints are connected
      * (ucx_perftest does), so connecting counts as outstanding. */
-    if ((comp == NULL) && (iface->cm.connecting > 0)) {
+    if ((comp == NULL) && (iface->cm.connecting > 0) &&
+        !(flags & UCT_FLUSH_FLAG_CANCEL)) {
         UCT_TL_IFACE_STAT_FLUSH_WAIT(&iface->super);
         return UCS_INPROGRESS;
     }
@@ -200,14 +215,16 @@ static ucs_status_t uct_syncmem_iface_flush(uct_iface_h tl_iface,
     /* One user completion for all: each endpoint still busy holds one
      * count of it, so it is called once, after the last. */
     ucs_list_for_each(ep, &iface->eps, list) {
-        if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
-            (ep->tx.available == (int)iface->config.tx_queue_len)) {
+        if (!(flags & UCT_FLUSH_FLAG_CANCEL) &&
+            ((ep->state == UCT_SYNCMEM_EP_CONNECTING) ||
+             (ep->state == UCT_SYNCMEM_EP_FAILED) ||
+             (ep->tx.available >= (int)iface->config.tx_queue_len))) {
             continue;
         }
         if ((comp != NULL) && (waiting > 0)) {
             ++comp->count;
         }
-        status = uct_ep_flush(&ep->super.super, 0, comp);
+        status = uct_ep_flush(&ep->super.super, flags, comp);
         if (status == UCS_INPROGRESS) {
             ++waiting;
             continue;
@@ -555,6 +572,10 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.rc_rnr_retry_count = config->rc_rnr_retry_count;
     self->config.max_rd_atomic      = ucs_min(16, ucs_min(dev->max_qp_rd_atom,
                                                           dev->max_qp_init_rd_atom));
+    self->config.reconnect          = config->reconnect;
+    self->config.reconnect_timeout  = config->reconnect_timeout;
+    self->config.op_timeout         = config->op_timeout;
+    self->config.fault_qp_error     = config->fault_qp_error;
     ucs_list_head_init(&self->eps);
     kh_init_inplace(uct_syncmem_qp_eps, &self->qp_eps);
     ucs_arbiter_init(&self->arbiter);
@@ -564,8 +585,9 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err;
     }
 
-    self->cq = ibv_create_cq(md->ctx, config->tx_cq_len, NULL, self->channel,
-                             0);
+    /* a failing endpoint may post one request over its share: the drain */
+    self->cq = ibv_create_cq(md->ctx, config->tx_cq_len + UCT_SYNCMEM_CQ_SLACK,
+                             NULL, self->channel, 0);
     if (self->cq == NULL) {
         ucs_error("syncmem: ibv_create_cq(%u) on %s failed: %m; lower"
                   " UCX_SYNCMEM_TX_CQ_LEN", config->tx_cq_len, md->name);
@@ -592,12 +614,26 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
                               ucs_min(self->config.max_sge,
                                       (unsigned)dev->max_sge_rd) :
                               self->config.max_sge;
+    self->config.replay_data = ucs_align_up_pow2(
+            ucs_max(self->config.max_sge * sizeof(struct ibv_sge),
+                    self->config.max_inline), 8);
+    if ((self->config.tx_queue_len >= 32768) && self->config.reconnect) {
+        ucs_error("syncmem: UCX_SYNCMEM_TX_QUEUE_LEN must be below 32768 with"
+                  " UCX_SYNCMEM_RECONNECT=y (16-bit request numbers)");
+        status = UCS_ERR_INVALID_PARAM;
+        goto err_rx;
+    }
+
+    status = uct_syncmem_fault_iface_init(self);
+    if (status != UCS_OK) {
+        goto err_rx;
+    }
 
     status = uct_syncmem_mpool_init(&self->op_mp, sizeof(uct_syncmem_op_t),
                                     UCS_SYS_CACHE_LINE_SIZE, 256,
                                     &uct_syncmem_op_mpool_ops, "syncmem_ops");
     if (status != UCS_OK) {
-        goto err_rx;
+        goto err_fault;
     }
 
     status = uct_iface_mpool_init(&self->super, &self->tx_mp,
@@ -626,6 +662,8 @@ err_tx_mp:
     ucs_mpool_cleanup(&self->tx_mp, 1);
 err_op_mp:
     ucs_mpool_cleanup(&self->op_mp, 1);
+err_fault:
+    uct_syncmem_fault_iface_cleanup(self);
 err_rx:
     uct_syncmem_rx_cleanup(self);
 err_cq:
@@ -649,6 +687,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_iface_t)
         uct_ep_destroy(&ep->super.super);
     }
     uct_syncmem_cm_cleanup(self);
+    uct_syncmem_fault_iface_cleanup(self);
     ucs_mpool_cleanup(&self->tx_mp, 1);
     ucs_mpool_cleanup(&self->op_mp, 1);
     uct_syncmem_rx_cleanup(self);

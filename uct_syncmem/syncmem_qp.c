@@ -20,7 +20,8 @@ void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
     init->recv_cq             = iface->rx.cq;
     init->srq                 = iface->rx.srq;
     init->sq_sig_all          = 0;   /* we choose which sends complete */
-    init->cap.max_send_wr     = iface->config.tx_queue_len;
+    /* one more than we use: the drain when the QP fails (syncmem_ep.c) */
+    init->cap.max_send_wr     = iface->config.tx_queue_len + 1;
     init->cap.max_send_sge    = iface->config.max_sge;
     init->cap.max_inline_data = iface->config.max_inline;
 }

@@ -8,6 +8,7 @@
 #include "syncmem.h"
 
 #include <uct/base/uct_iov.inl>
+#include <arpa/inet.h>
 #include <string.h>
 
 
@@ -57,6 +58,60 @@ uct_syncmem_ep_post_failed(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
     return UCS_ERR_IO_ERROR;
 }
 
+static UCS_F_ALWAYS_INLINE int uct_syncmem_opcode_is_atomic(int opcode)
+{
+    return (opcode == IBV_WR_ATOMIC_CMP_AND_SWP) ||
+           (opcode == IBV_WR_ATOMIC_FETCH_AND_ADD);
+}
+
+/* Keep what a reconnect needs to post wr again (see uct_syncmem_replay_t). */
+static UCS_F_ALWAYS_INLINE void
+uct_syncmem_replay_save(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                        const struct ibv_send_wr *wr, uint16_t sn)
+{
+    unsigned idx            = sn & ep->rc.mask;
+    uct_syncmem_replay_t *e = &ep->rc.ring[idx];
+    uint8_t *data           = ep->rc.data + idx * iface->config.replay_data;
+    int i;
+
+    e->opcode     = wr->opcode;
+    e->send_flags = wr->send_flags;
+    e->lost       = 0;
+    if (wr->opcode == IBV_WR_SEND_WITH_IMM) {
+        e->imm_data = wr->imm_data;
+    } else if (uct_syncmem_opcode_is_atomic(wr->opcode)) {
+        e->remote_addr = wr->wr.atomic.remote_addr;
+        e->rkey        = wr->wr.atomic.rkey;
+        e->compare_add = wr->wr.atomic.compare_add;
+        e->swap        = wr->wr.atomic.swap;
+    } else {
+        e->remote_addr = wr->wr.rdma.remote_addr;
+        e->rkey        = wr->wr.rdma.rkey;
+    }
+
+    if (wr->send_flags & IBV_SEND_INLINE) {
+        /* the source may be the caller's stack: copy the bytes */
+        e->inline_len = 0;
+        for (i = 0; i < wr->num_sge; ++i) {
+            memcpy(data + e->inline_len, (void*)(uintptr_t)wr->sg_list[i].addr,
+                   wr->sg_list[i].length);
+            e->inline_len += wr->sg_list[i].length;
+        }
+        e->num_sge = 0;
+    } else {
+        e->num_sge = wr->num_sge;
+        memcpy(data, wr->sg_list, wr->num_sge * sizeof(*wr->sg_list));
+    }
+}
+
+/* Immediate data of an AM that ep posts next (layout in syncmem.h). */
+static UCS_F_ALWAYS_INLINE uint32_t
+uct_syncmem_am_imm(const uct_syncmem_ep_t *ep, uint8_t id)
+{
+    return htonl(id | ((uint32_t)(uint16_t)(ep->tx.sn + 1)
+                       << UCT_SYNCMEM_AM_IMM_SN_SHIFT));
+}
+
 /*
  * Post one work request. It is signalled when an op waits on it (a user
  * completion, fetched data), and otherwise every tx_moderation requests so
@@ -81,6 +136,9 @@ uct_syncmem_ep_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     }
     wr->wr_id = sn;
     wr->next  = NULL;
+    if (ep->rc.ring != NULL) {
+        uct_syncmem_replay_save(iface, ep, wr, sn);
+    }
 
     ep->tx.sn = sn;
     --ep->tx.available;

@@ -118,7 +118,8 @@ TEST_F(syncmem_peer_test, killed_peer_fails_outstanding_ops_and_ep)
     uct_iface_h iface;
     ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
                                  {{"RC_TIMEOUT", "20ms"},
-                                  {"RC_RETRY_COUNT", "3"}}));
+                                  {"RC_RETRY_COUNT", "3"},
+                                  {"RECONNECT_TIMEOUT", "1s"}}));
     peer_proc *peer = start_peer();
     ASSERT_NE(0u, peer->addr);
     uct_ep_h ep = connect_to(iface, peer);
@@ -186,7 +187,8 @@ TEST_F(syncmem_peer_test, ep_check_detects_a_dead_idle_peer)
     uct_iface_h iface;
     ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
                                  {{"RC_TIMEOUT", "20ms"},
-                                  {"RC_RETRY_COUNT", "3"}}));
+                                  {"RC_RETRY_COUNT", "3"},
+                                  {"RECONNECT_TIMEOUT", "1s"}}));
     peer_proc *peer = start_peer();
     uct_ep_h ep = connect_to(iface, peer);
     // connected and alive
@@ -217,7 +219,8 @@ TEST_F(syncmem_peer_test, keepalive_releases_connection_of_killed_peer)
     ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
                                  {{"KEEPALIVE_INTERVAL", "100ms"},
                                   {"RC_TIMEOUT", "20ms"},
-                                  {"RC_RETRY_COUNT", "3"}}));
+                                  {"RC_RETRY_COUNT", "3"},
+                                  {"RECONNECT_TIMEOUT", "1s"}}));
     peer_proc *peer = start_peer(iface);
     ASSERT_NE(0u, peer->addr) << "the peer did not connect";
     EXPECT_EQ(1u, uct_syncmem_iface_num_passive(iface));

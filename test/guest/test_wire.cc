@@ -2,7 +2,14 @@
 // (contrib/guest.sh --two-hosts), where tc netem can lose packets.
 #include "syncmem_test.h"
 
+extern "C" {
+#include "uct_syncmem/syncmem.h"
+#include <ucs/time/time.h>
+}
+
+#include <algorithm>
 #include <cstring>
+#include <functional>
 
 class syncmem_wire_test : public syncmem_test {
 protected:
@@ -163,4 +170,136 @@ TEST_F(syncmem_wire_test, connect_over_a_dead_wire_times_out)
     ASSERT_EQ(1u, m_errors.size());
     EXPECT_EQ(ep, m_errors[0].first);
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_errors[0].second);
+}
+
+// A link outage shorter than UCX_SYNCMEM_RECONNECT_TIMEOUT: the endpoint
+// reconnects once the link is back; every put lands, every AM arrives once,
+// and the user hears of nothing.
+TEST_F(syncmem_wire_test, link_outage_shorter_than_the_deadline_loses_nothing)
+{
+    uct_iface_h a, b;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
+                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
+                                  {"CM_TIMEOUT", "50ms"},
+                                  {"RECONNECT_TIMEOUT", "20s"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    std::vector<uint64_t> seen;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(b, 5,
+            [](void *arg, void *data, size_t, unsigned) {
+                uint64_t seq;
+                memcpy(&seq, data, 8);
+                static_cast<std::vector<uint64_t>*>(arg)->push_back(seq);
+                return UCS_OK;
+            }, &seen, 0));
+    uct_ep_h ep;
+    ASSERT_EQ(UCS_OK, connect(a, b, &ep));
+    std::vector<uint64_t> mem(400, 0);
+    uct_rkey_t rkey = remote(mem);
+
+    ucs_time_t down = 0;
+    auto progress = [&] {
+        uct_worker_progress(m_worker);
+        if (down && (ucs_time_to_sec(ucs_get_time() - down) > 0.7)) {
+            set_loss(0); // the link is back
+            down = 0;
+        }
+    };
+    auto retry = [&](std::function<ucs_status_t()> op) {
+        ucs_status_t status;
+        while ((status = op()) == UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        return status;
+    };
+    for (uint64_t i = 0; i < mem.size(); ++i) {
+        uint64_t v = i + 1;
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_put_short(ep, &v, 8, (uintptr_t)&mem[i], rkey);
+        }));
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_am_short(ep, 5, i, NULL, 0);
+        }));
+        if (i == 100) {
+            set_loss(100); // the link goes down mid-stream
+            down = ucs_get_time();
+        }
+    }
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ucs_status_t status = retry([&] { return uct_ep_flush(ep, 0, &comp); });
+    while ((status == UCS_INPROGRESS) && (comp.count > 0)) {
+        progress();
+    }
+    EXPECT_EQ(UCS_OK, (status == UCS_INPROGRESS) ? comp.status : status);
+    EXPECT_TRUE(m_errors.empty());
+    EXPECT_GE(uct_syncmem_ep_reconnects(ep), 1u) << "the outage went unnoticed";
+    for (uint64_t i = 0; i < mem.size(); ++i) {
+        ASSERT_EQ(i + 1, mem[i]) << i;
+    }
+    for (int i = 0; (i < 1000000) && (seen.size() < mem.size()); ++i) {
+        uct_worker_progress(m_worker);
+    }
+    std::sort(seen.begin(), seen.end());
+    ASSERT_EQ(mem.size(), seen.size()) << "lost or duplicated messages";
+    for (uint64_t i = 0; i < seen.size(); ++i) {
+        ASSERT_EQ(i, seen[i]);
+    }
+}
+
+// Longer than the deadline: everything outstanding fails with
+// UCS_ERR_ENDPOINT_TIMEOUT, and the error handler hears of it once.
+TEST_F(syncmem_wire_test, link_outage_longer_than_the_deadline_fails_once)
+{
+    uct_iface_h a, b;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
+                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
+                                  {"CM_TIMEOUT", "50ms"},
+                                  {"RECONNECT_TIMEOUT", "300ms"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    uct_ep_h ep;
+    ASSERT_EQ(UCS_OK, connect(a, b, &ep));
+    std::vector<uint64_t> mem(100, 0);
+    uct_rkey_t rkey = remote(mem);
+    ASSERT_EQ(UCS_OK, put_sequence(ep, mem, rkey)); // connected, working
+
+    set_loss(100);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, put_sequence(ep, mem, rkey));
+    ASSERT_EQ(1u, m_errors.size());
+    EXPECT_EQ(ep, m_errors[0].first);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_errors[0].second);
+}
+
+// Cancel while reconnecting: nothing is in flight on the new QP, so what is
+// outstanding ends at once, canceled; the user's error handler is not called.
+TEST_F(syncmem_wire_test, flush_cancel_while_reconnecting)
+{
+    uct_iface_h a, b;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
+                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
+                                  {"CM_TIMEOUT", "50ms"},
+                                  {"RECONNECT_TIMEOUT", "20s"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    uct_ep_h ep;
+    ASSERT_EQ(UCS_OK, connect(a, b, &ep));
+    std::vector<uint64_t> mem(100, 0);
+    uct_rkey_t rkey = remote(mem);
+    ASSERT_EQ(UCS_OK, put_sequence(ep, mem, rkey)); // connected, working
+
+    set_loss(100);
+    uint64_t v = 1;
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &v, 8, (uintptr_t)&mem[0], rkey));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &comp));
+    // the QP fails after the RC retries, and the endpoint reconnects
+    for (int i = 0; (i < 1000000) && (uct_syncmem_ep_reconnects(ep) == 0); ++i) {
+        uct_worker_progress(m_worker);
+    }
+    ASSERT_EQ(1u, uct_syncmem_ep_reconnects(ep));
+    EXPECT_EQ(1, comp.count) << "completed while the link is down";
+
+    EXPECT_EQ(UCS_OK, uct_ep_flush(ep, UCT_FLUSH_FLAG_CANCEL, NULL));
+    EXPECT_EQ(0, comp.count);
+    EXPECT_EQ(UCS_ERR_CANCELED, comp.status);
+    EXPECT_TRUE(m_errors.empty());
+    EXPECT_EQ(UCS_ERR_CANCELED,
+              uct_ep_put_short(ep, &v, 8, (uintptr_t)&mem[0], rkey));
 }

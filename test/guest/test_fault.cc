@@ -1,0 +1,401 @@
+// Fault recovery on one host (syncmem_fault.c): flush with cancel in every
+// state, reconnect after a QP error, operation deadlines. Across a wire
+// (packet loss, a dead link) see test_wire.cc.
+#include "syncmem_rma_test.h"
+
+extern "C" {
+#include "uct_syncmem/syncmem.h"
+}
+
+#include <functional>
+#include <map>
+
+namespace {
+
+const uint8_t AM_ID = 7;
+
+// Counts active messages by the sequence number in their first 8 bytes.
+struct am_counter {
+    std::map<uint64_t, unsigned> seen;
+
+    static ucs_status_t cb(void *arg, void *data, size_t length,
+                           unsigned flags) {
+        uint64_t seq;
+        memcpy(&seq, data, sizeof(seq));
+        ++static_cast<am_counter*>(arg)->seen[seq];
+        return UCS_OK;
+    }
+
+    // messages 0..count-1 each exactly once
+    testing::AssertionResult exactly_once(uint64_t count) const {
+        for (uint64_t i = 0; i < count; ++i) {
+            auto it = seen.find(i);
+            if ((it == seen.end()) || (it->second != 1)) {
+                return testing::AssertionFailure()
+                       << "message " << i << " delivered "
+                       << ((it == seen.end()) ? 0 : it->second) << " times";
+            }
+        }
+        if (seen.size() != count) {
+            return testing::AssertionFailure() << seen.size() << " distinct"
+                                               << " messages, sent " << count;
+        }
+        return testing::AssertionSuccess();
+    }
+};
+
+size_t pack_u64(void *dest, void *arg)
+{
+    memcpy(dest, arg, 8);
+    return 8;
+}
+
+} // namespace
+
+class syncmem_fault_test : public syncmem_rma_test {
+protected:
+    void TearDown() override {
+        // endpoints and ifaces first: some live on the extra workers
+        for (uct_ep_h ep : m_eps) {
+            uct_ep_destroy(ep);
+        }
+        m_eps.clear();
+        for (uct_iface_h iface : m_ifaces) {
+            uct_iface_close(iface);
+        }
+        m_ifaces.clear();
+        for (uct_worker_h w : m_workers) {
+            uct_worker_destroy(w);
+        }
+        syncmem_rma_test::TearDown();
+    }
+
+    uct_worker_h new_worker() {
+        uct_worker_h w;
+        EXPECT_EQ(UCS_OK, uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE,
+                                            &w));
+        m_workers.push_back(w);
+        return w;
+    }
+
+    // Calls flush until it is done (bounded, so that a hang is a failure).
+    ucs_status_t flush_until_done(std::function<ucs_status_t()> flush) {
+        ucs_status_t status = UCS_INPROGRESS;
+        for (long i = 0; (i < 2000000) && (status == UCS_INPROGRESS ||
+                                           status == UCS_ERR_NO_RESOURCE);
+             ++i) {
+            status = flush();
+            if ((status == UCS_INPROGRESS) || (status == UCS_ERR_NO_RESOURCE)) {
+                progress();
+            }
+        }
+        return status;
+    }
+
+    // Progresses until comp is done (bounded); its status.
+    ucs_status_t wait(uct_completion_t *comp) {
+        for (long i = 0; (i < 2000000) && (comp->count > 0); ++i) {
+            progress();
+        }
+        return (comp->count > 0) ? UCS_ERR_TIMED_OUT : comp->status;
+    }
+
+    ucs_status_t flush_wait(uct_ep_h ep) {
+        uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+        ucs_status_t status = retry([&] { return uct_ep_flush(ep, 0, &comp); });
+        return (status == UCS_INPROGRESS) ? wait(&comp) : status;
+    }
+
+    ssize_t put_bcopy(uct_ep_h ep, uint64_t v, buffer *dst, size_t index) {
+        ssize_t len;
+        while ((len = uct_ep_put_bcopy(ep, pack_u64, &v,
+                                       (uintptr_t)dst->data.data() + index * 8,
+                                       dst->rkey.rkey)) == UCS_ERR_NO_RESOURCE) {
+            progress();
+        }
+        return len;
+    }
+
+    uint64_t word(buffer *b, size_t index) {
+        uint64_t v;
+        memcpy(&v, b->data.data() + index * 8, 8);
+        return v;
+    }
+
+    std::vector<uct_worker_h> m_workers;
+};
+
+// The defect this file began with: the put completed (unsignalled, so no
+// completion says so), and a cancel flush never returned UCS_OK.
+TEST_F(syncmem_fault_test, flush_cancel_after_completed_put_returns)
+{
+    buffer *dst = alloc(64, 0);
+    ASSERT_EQ(8, put_bcopy(m_ep, 0x1234, dst, 0));
+    while (word(dst, 0) != 0x1234) {
+        progress(); // landed
+    }
+
+    EXPECT_EQ(UCS_OK, flush_until_done([&] {
+        return uct_ep_flush(m_ep, UCT_FLUSH_FLAG_CANCEL, NULL);
+    }));
+    EXPECT_TRUE(m_errors.empty()) << "cancel is not a peer failure";
+    EXPECT_EQ(UCS_ERR_CANCELED, put_bcopy(m_ep, 1, dst, 0));
+}
+
+TEST_F(syncmem_fault_test, flush_cancel_with_completion_after_completed_put)
+{
+    buffer *dst = alloc(64, 0);
+    ASSERT_EQ(8, put_bcopy(m_ep, 0x5678, dst, 0));
+    while (word(dst, 0) != 0x5678) {
+        progress();
+    }
+
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ucs_status_t status = uct_ep_flush(m_ep, UCT_FLUSH_FLAG_CANCEL, &comp);
+    ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS))
+            << ucs_status_string(status);
+    if (status == UCS_INPROGRESS) {
+        status = wait(&comp);
+        EXPECT_TRUE((status == UCS_OK) || (status == UCS_ERR_CANCELED))
+                << ucs_status_string(status);
+    }
+    // and without a completion it now says done
+    EXPECT_EQ(UCS_OK, uct_ep_flush(m_ep, UCT_FLUSH_FLAG_CANCEL, NULL));
+}
+
+TEST_F(syncmem_fault_test, flush_cancel_of_idle_and_connecting_endpoints)
+{
+    EXPECT_EQ(UCS_OK, flush_wait(m_ep)); // connected, nothing outstanding
+    EXPECT_EQ(UCS_OK, uct_ep_flush(m_ep, UCT_FLUSH_FLAG_CANCEL, NULL));
+
+    uct_ep_h fresh = connect(m_sender, m_receiver); // handshake not done
+    ASSERT_NE(nullptr, fresh);
+    EXPECT_EQ(UCS_OK, flush_until_done([&] {
+        return uct_ep_flush(fresh, UCT_FLUSH_FLAG_CANCEL, NULL);
+    }));
+    uint64_t v = 1;
+    EXPECT_EQ(UCS_ERR_CANCELED, uct_ep_put_short(fresh, &v, 8, 0, 0));
+    EXPECT_TRUE(m_errors.empty());
+}
+
+TEST_F(syncmem_fault_test, flush_cancel_after_the_endpoint_failed)
+{
+    buffer *dst = alloc(64, 0);
+    uint64_t v = 7;
+    ASSERT_EQ(UCS_OK, retry([&] { // outside any registration
+        return uct_ep_put_short(m_ep, &v, 8,
+                                (uintptr_t)dst->data.data() + (1 << 20),
+                                dst->rkey.rkey);
+    }));
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, flush_wait(m_ep));
+    ASSERT_EQ(1u, m_errors.size());
+
+    EXPECT_EQ(UCS_OK, flush_until_done([&] {
+        return uct_ep_flush(m_ep, UCT_FLUSH_FLAG_CANCEL, NULL);
+    }));
+    EXPECT_EQ(1u, m_errors.size());
+}
+
+// iface flush with cancel cancels every endpoint, with or without a
+// completion, with work outstanding on each.
+TEST_F(syncmem_fault_test, iface_flush_cancel_covers_every_endpoint)
+{
+    uct_iface_h third;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &third));
+    uct_ep_h ep2 = connect(m_sender, third);
+    const size_t size = 256 * 1024;
+    buffer *src = alloc(size, 1), *d1 = alloc(size, 0), *d2 = alloc(size, 0);
+    uct_iov_t iov = { src->data.data(), size, src->memh, 0, 1 };
+    uct_completion_t ops = { [](uct_completion_t*) {}, 1, UCS_OK };
+
+    for (int i = 0; i < 4; ++i) {
+        for (auto t : { std::make_pair(m_ep, d1), std::make_pair(ep2, d2) }) {
+            ASSERT_EQ(UCS_INPROGRESS, retry([&] {
+                return uct_ep_put_zcopy(t.first, &iov, 1,
+                                        (uintptr_t)t.second->data.data(),
+                                        t.second->rkey.rkey, &ops);
+            }));
+            ++ops.count;
+        }
+    }
+    --ops.count;
+
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ucs_status_t status = uct_iface_flush(m_sender, UCT_FLUSH_FLAG_CANCEL,
+                                          &comp);
+    ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS))
+            << ucs_status_string(status);
+    if (status == UCS_INPROGRESS) {
+        wait(&comp);
+        EXPECT_EQ(0, comp.count);
+    }
+    EXPECT_NE(UCS_ERR_TIMED_OUT, wait(&ops)) << "operations never completed";
+    EXPECT_TRUE((ops.status == UCS_OK) || (ops.status == UCS_ERR_CANCELED));
+    EXPECT_EQ(UCS_OK, flush_until_done([&] {
+        return uct_iface_flush(m_sender, UCT_FLUSH_FLAG_CANCEL, NULL);
+    }));
+    uint64_t v = 1;
+    EXPECT_EQ(UCS_ERR_CANCELED, uct_ep_put_short(ep2, &v, 8, 0, 0));
+    EXPECT_TRUE(m_errors.empty());
+}
+
+// A QP moved to the error state (as a port event or a broken link would)
+// is replaced; every put lands, every AM arrives once, the user hears of
+// nothing, and the endpoint goes on working.
+TEST_F(syncmem_fault_test, reconnect_after_qp_error_loses_nothing)
+{
+    const uint64_t count = 600;
+    am_counter ams;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(m_receiver, AM_ID,
+                                               am_counter::cb, &ams, 0));
+    buffer *dst = alloc(count * 8, 0), *got = alloc(count * 8, 0);
+
+    for (uint64_t i = 0; i < count; ++i) {
+        uint64_t v = i + 1;
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_put_short(m_ep, &v, 8,
+                                    (uintptr_t)dst->data.data() + i * 8,
+                                    dst->rkey.rkey);
+        })) << i;
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_am_short(m_ep, AM_ID, i, NULL, 0);
+        })) << i;
+        if ((i == 100) || (i == 101) || (i == 400)) {
+            // (twice in a row on the same broken QP is no different)
+            ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(m_ep));
+        }
+    }
+    EXPECT_EQ(UCS_OK, flush_wait(m_ep));
+    EXPECT_TRUE(m_errors.empty());
+    EXPECT_GE(uct_syncmem_ep_reconnects(m_ep), 2u);
+
+    // read it all back through the same (reconnected) endpoint
+    uct_iov_t iov = { got->data.data(), count * 8, got->memh, 0, 1 };
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ucs_status_t status = retry([&] {
+        return uct_ep_get_zcopy(m_ep, &iov, 1, (uintptr_t)dst->data.data(),
+                                dst->rkey.rkey, &comp);
+    });
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    ASSERT_EQ(UCS_OK, wait(&comp));
+    for (uint64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(i + 1, word(dst, i)) << i;
+        ASSERT_EQ(i + 1, word(got, i)) << i;
+    }
+    for (long i = 0; (i < 1000000) && (ams.seen.size() < count); ++i) {
+        progress();
+    }
+    EXPECT_TRUE(ams.exactly_once(count));
+}
+
+// Atomics are never run twice: one whose outcome a reconnect lost fails
+// with UCS_ERR_CONNECTION_RESET, and the counter agrees with what
+// succeeded.
+TEST_F(syncmem_fault_test, reconnect_never_runs_an_atomic_twice)
+{
+    buffer *counter = alloc(8, 0);
+    const int count = 200;
+    std::vector<uint64_t> results(count);
+    int ok = 0, reset = 0, other = 0;
+    struct op_comp {
+        uct_completion_t comp;
+        int              *ok, *reset, *other;
+    };
+    std::vector<op_comp> comps(count);
+
+    for (int i = 0; i < count; ++i) {
+        comps[i] = { { [](uct_completion_t *c) {
+                           op_comp *o = ucs_container_of(c, op_comp, comp);
+                           ++*((c->status == UCS_OK) ? o->ok :
+                               (c->status == UCS_ERR_CONNECTION_RESET) ?
+                               o->reset : o->other);
+                       }, 1, UCS_OK }, &ok, &reset, &other };
+        ucs_status_t status = retry([&] {
+            return uct_ep_atomic64_fetch(m_ep, UCT_ATOMIC_OP_ADD, 1,
+                                         &results[i],
+                                         (uintptr_t)counter->data.data(),
+                                         counter->rkey.rkey, &comps[i].comp);
+        });
+        if (status == UCS_OK) {
+            ++ok;
+        } else {
+            ASSERT_EQ(UCS_INPROGRESS, status);
+        }
+        if ((i % 50) == 10) {
+            ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(m_ep));
+        }
+    }
+    ucs_status_t status = flush_wait(m_ep);
+    EXPECT_TRUE((status == UCS_OK) || (status == UCS_ERR_CONNECTION_RESET))
+            << ucs_status_string(status);
+    for (long i = 0; (i < 1000000) && (ok + reset + other < count); ++i) {
+        progress();
+    }
+    ASSERT_EQ(count, ok + reset + other);
+    EXPECT_EQ(0, other);
+    uint64_t total = word(counter, 0);
+    EXPECT_GE(total, (uint64_t)ok) << "an add that succeeded is missing";
+    EXPECT_LE(total, (uint64_t)(ok + reset)) << "an add ran twice";
+    EXPECT_TRUE(m_errors.empty());
+
+    // and the endpoint still works
+    uint64_t v = 0;
+    uct_completion_t c = { [](uct_completion_t*) {}, 1, UCS_OK };
+    status = retry([&] {
+        return uct_ep_atomic64_fetch(m_ep, UCT_ATOMIC_OP_ADD, 0, &v,
+                                     (uintptr_t)counter->data.data(),
+                                     counter->rkey.rkey, &c);
+    });
+    if (status == UCS_INPROGRESS) {
+        status = wait(&c);
+    }
+    EXPECT_EQ(UCS_OK, status);
+    EXPECT_EQ(total, v);
+}
+
+// With UCX_SYNCMEM_RECONNECT=n the same error fails the endpoint, once.
+TEST_F(syncmem_fault_test, without_reconnect_a_qp_error_fails_the_endpoint)
+{
+    uct_iface_h iface;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
+                                 {{"RECONNECT", "n"}}));
+    uct_ep_h ep = connect(iface, m_receiver);
+    buffer *dst = alloc(64, 0);
+    EXPECT_EQ(UCS_OK, flush_until_done([&] { // connected
+        return uct_iface_flush(iface, 0, NULL);
+    }));
+
+    ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(ep));
+    ASSERT_EQ(8, put_bcopy(ep, 1, dst, 0));
+    EXPECT_NE(UCS_OK, flush_wait(ep));
+    ASSERT_EQ(1u, m_errors.size());
+    EXPECT_EQ(ep, m_errors[0].first);
+    EXPECT_EQ(0u, uct_syncmem_ep_reconnects(ep));
+}
+
+// UCX_SYNCMEM_OP_TIMEOUT: a receiver that never calls progress runs out of
+// buffers and its sender's messages wait (RNR) forever; the deadline fails
+// the endpoint and everything outstanding on it.
+TEST_F(syncmem_fault_test, op_timeout_fails_a_stuck_endpoint)
+{
+    uct_iface_h sender, stuck;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &sender,
+                                 {{"OP_TIMEOUT", "300ms"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &stuck,
+                                 {{"RX_QUEUE_LEN", "16"}}, {}, new_worker()));
+    am_counter ams;
+    uct_iface_set_am_handler(stuck, AM_ID, am_counter::cb, &ams, 0);
+    uct_ep_h ep = connect(sender, stuck);
+
+    ucs_status_t status = UCS_OK;
+    int sent;
+    for (sent = 0; (sent < 64) && (status == UCS_OK); ++sent) {
+        status = retry([&] { return uct_ep_am_short(ep, AM_ID, sent, NULL, 0); });
+    }
+    EXPECT_EQ(UCS_OK, status) << "posting failed before the deadline";
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, flush_wait(ep));
+    ASSERT_EQ(1u, m_errors.size());
+    EXPECT_EQ(ep, m_errors[0].first);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_errors[0].second);
+    EXPECT_TRUE(ams.seen.empty());
+}

@@ -1,0 +1,608 @@
+/*
+ * syncmem - fault recovery: reconnect after a link outage, operation
+ * deadlines, and the testing knob that breaks QPs on purpose.
+ *
+ * Reconnect (UCX_SYNCMEM_RECONNECT): an RC QP that fails because packets
+ * stopped getting through (retry exceeded), or that something else moved
+ * to the error state, is replaced instead of failing the endpoint:
+ *
+ *  1. The first failed completion names request k. RC completes in order,
+ *     so every request before k has completed; k and everything after it
+ *     may or may not have reached the peer ("unknown outcome").
+ *  2. A new QP is created and connected through the handshake (a REQ with
+ *     the next generation number; syncmem_cm.c), retried every CM_TIMEOUT
+ *     until RECONNECT_TIMEOUT. The old QP stays until its flushed requests
+ *     have all come back through the CQ, so that no completion of it is
+ *     confused with one of the new QP.
+ *  3. Requests k.. are posted again, in order, with their fence flags, from
+ *     the replay ring that uct_syncmem_ep_post fills (syncmem_tx.inl):
+ *     - puts and gets: again, which is harmless (idempotent);
+ *     - active messages: again; each carries its request number in the
+ *       immediate data and the receiver drops one it already delivered
+ *       (uct_syncmem_rx_is_replayed), so each is delivered exactly once;
+ *     - atomics: never twice. The HCA executes them with no trace the next
+ *       QP could consult, so one of unknown outcome is replaced by an empty
+ *       write and fails: its completion gets UCS_ERR_CONNECTION_RESET, and
+ *       the next flush does too (what reports a posted atomic).
+ *     Completions still come in request order, so ordering, fences and
+ *     flush mean what they meant before.
+ *  4. Past the deadline everything outstanding fails with
+ *     UCS_ERR_ENDPOINT_TIMEOUT and the error handler is called, once.
+ *
+ * A dead peer looks like a link that stays down: it is detected after
+ * RECONNECT_TIMEOUT instead of after the RC retries.
+ */
+#include "syncmem.h"
+#include "syncmem_tx.inl"
+
+#include <ucs/async/async.h>
+#include <ucs/time/time.h>
+#include <string.h>
+
+#define UCT_SYNCMEM_REPLAY_BATCH   16          /* requests per post call */
+#define UCT_SYNCMEM_RX_UNRESOLVED  UCS_BIT(32) /* replaced: an old QP number */
+
+
+ucs_status_t uct_syncmem_fault_ep_init(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    /* room for every request the send queue holds, and the drain */
+    unsigned entries = ucs_roundup_pow2(iface->config.tx_queue_len + 2);
+
+    memset(&ep->rc, 0, sizeof(ep->rc));
+    if (!iface->config.reconnect) {
+        return UCS_OK;
+    }
+
+    ep->rc.ring = ucs_calloc(entries, sizeof(*ep->rc.ring), "syncmem_replay");
+    ep->rc.data = ucs_malloc(entries * iface->config.replay_data,
+                             "syncmem_replay_data");
+    if ((ep->rc.ring == NULL) || (ep->rc.data == NULL)) {
+        ucs_error("syncmem: no memory for the replay ring (%u entries);"
+                  " lower UCX_SYNCMEM_TX_QUEUE_LEN or set"
+                  " UCX_SYNCMEM_RECONNECT=n", entries);
+        uct_syncmem_fault_ep_cleanup(ep);
+        return UCS_ERR_NO_MEMORY;
+    }
+    ep->rc.mask = entries - 1;
+    return UCS_OK;
+}
+
+static void uct_syncmem_ep_destroy_old_qp(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    khiter_t it;
+
+    if (ep->rc.old_qp == NULL) {
+        return;
+    }
+
+    it = kh_get(uct_syncmem_qp_eps, &iface->qp_eps, ep->rc.old_qp->qp_num);
+    if (it != kh_end(&iface->qp_eps)) {
+        kh_del(uct_syncmem_qp_eps, &iface->qp_eps, it);
+    }
+    ibv_destroy_qp(ep->rc.old_qp);
+    ep->rc.old_qp = NULL;
+}
+
+void uct_syncmem_fault_ep_cleanup(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_ep_destroy_old_qp(ep);
+    ucs_free(ep->rc.ring);
+    ucs_free(ep->rc.data);
+    ep->rc.ring = NULL;
+    ep->rc.data = NULL;
+}
+
+/*
+ * Retire everything outstanding with status now, and give its slots back:
+ * for an endpoint whose requests will never be reported by a CQ (the old
+ * QP is destroyed, the new one has none). Completions that still arrive
+ * are older than acked_sn and ignored.
+ */
+void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uct_syncmem_op_t *op;
+
+    uct_syncmem_ep_destroy_old_qp(ep);
+    iface->cq_available += iface->config.tx_queue_len - ep->tx.available;
+    ep->tx.available     = iface->config.tx_queue_len;
+    ep->tx.acked_sn      = ep->tx.sn;
+    ucs_queue_for_each_extract(op, &ep->tx.outstanding, queue, 1) {
+        op->handler(op, status);
+    }
+}
+
+/* The status an op retires with while atomics lost to a reconnect are not
+ * yet reported: theirs, and that of the flush that follows them. */
+ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
+                                      const uct_syncmem_op_t *op,
+                                      ucs_status_t status)
+{
+    if ((status != UCS_OK) || (ep->rc.ring == NULL)) {
+        return status;
+    }
+
+    if (ep->rc.ring[op->sn & ep->rc.mask].lost) {
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    if ((op->handler == uct_syncmem_ep_flush_done) &&
+        UCS_CIRCULAR_COMPARE16(op->sn, >=, ep->rc.lost_last_sn)) {
+        ep->rc.lost = 0; /* reported */
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    return status;
+}
+
+static int uct_syncmem_wc_is_link_error(enum ibv_wc_status status)
+{
+    /* retry exceeded: no acknowledgement came back (link, switch, peer
+     * host); flushed with no error before it: the QP was moved to the
+     * error state by something other than us (port event, FAULT_QP_ERROR) */
+    return (status == IBV_WC_RETRY_EXC_ERR) || (status == IBV_WC_WR_FLUSH_ERR);
+}
+
+static void uct_syncmem_ep_reconnect_start(uct_syncmem_ep_t *ep,
+                                           const struct ibv_wc *wc)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uint16_t sn                = wc->wr_id;
+    struct ibv_qp *qp;
+    ucs_status_t status;
+    khiter_t it;
+    int ret;
+
+    /* RC completes in order: what came before the failed request is done */
+    if (sn != (uint16_t)(ep->tx.acked_sn + 1)) {
+        uct_syncmem_ep_tx_completed(ep, sn - 1, UCS_OK);
+    }
+
+    status = uct_syncmem_qp_create(iface, iface->cq, &qp);
+    if (status != UCS_OK) {
+        goto err;
+    }
+    it = kh_put(uct_syncmem_qp_eps, &iface->qp_eps, qp->qp_num, &ret);
+    if (ret < 0) {
+        ibv_destroy_qp(qp);
+        status = UCS_ERR_NO_MEMORY;
+        goto err;
+    }
+    kh_value(&iface->qp_eps, it) = ep;
+
+    ucs_diag("syncmem: ep %p: QP 0x%x to iface 0x%" PRIx64 " failed at"
+             " request %u (%s); reconnecting, %u requests to post again"
+             " (UCX_SYNCMEM_RECONNECT_TIMEOUT=%.1fs)", ep, wc->qp_num,
+             ep->cm.peer_iface_id, sn, ibv_wc_status_str(wc->status),
+             (uint16_t)(ep->tx.sn - sn + 1),
+             ucs_time_to_sec(iface->config.reconnect_timeout));
+
+    ep->rc.fail_sn     = sn;
+    ep->rc.old_last_sn = ep->tx.sn;
+    ep->rc.qp_ready    = 0;
+    ep->rc.started     = ucs_get_time();
+    ep->rc.deadline    = ep->rc.started + iface->config.reconnect_timeout;
+
+    /* the async handler (REP) and the fault timer look at these */
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    ep->rc.old_qp = ep->qp;
+    ep->qp        = qp;
+    uct_syncmem_ep_set_state(ep, UCT_SYNCMEM_EP_RECONNECTING);
+    uct_syncmem_cm_reconnect(ep);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+
+    if (sn == ep->rc.old_last_sn) {
+        uct_syncmem_ep_destroy_old_qp(ep); /* that was its last request */
+    }
+    return;
+
+err:
+    ucs_error("syncmem: ep %p: cannot reconnect (%s)", ep,
+              ucs_status_string(status));
+    uct_syncmem_ep_tx_completed(ep, sn, status);
+    uct_syncmem_ep_set_failed(ep, status);
+}
+
+/* A failed send completion (or any of a QP being replaced). */
+void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uint16_t sn                = wc->wr_id;
+    ucs_status_t status;
+
+    if ((ep->rc.old_qp != NULL) && (wc->qp_num == ep->rc.old_qp->qp_num)) {
+        /* flushed: posted again on the new QP once this one is empty */
+        if (sn == ep->rc.old_last_sn) {
+            uct_syncmem_ep_destroy_old_qp(ep);
+        }
+        return;
+    }
+
+    if (UCS_CIRCULAR_COMPARE16(sn, <=, ep->tx.acked_sn)) {
+        return; /* purged already */
+    }
+
+    if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) && (ep->rc.ring != NULL) &&
+        uct_syncmem_wc_is_link_error(wc->status)) {
+        uct_syncmem_ep_reconnect_start(ep, wc);
+        return;
+    }
+
+    /* After the first error the QP flushes the rest: report the cause (or
+     * the cancel) to every op, and the error to the user once. */
+    status = (ep->state == UCT_SYNCMEM_EP_FAILED) ? ep->status :
+             uct_syncmem_wc_status(wc->status);
+    uct_syncmem_ep_tx_completed(ep, sn, status);
+    if (ep->state != UCT_SYNCMEM_EP_FAILED) {
+        ucs_log(iface->super.config.failure_level,
+                "syncmem: ep %p QP 0x%x to iface 0x%" PRIx64 ": %s (vendor"
+                " error 0x%x)", ep, wc->qp_num, ep->cm.peer_iface_id,
+                ibv_wc_status_str(wc->status), wc->vendor_err);
+        uct_syncmem_ep_set_failed(ep, status);
+    }
+}
+
+/* Rebuild request sn from the replay ring into wr (and its sge). */
+static void uct_syncmem_replay_wr(uct_syncmem_iface_t *iface,
+                                  uct_syncmem_ep_t *ep, uint16_t sn,
+                                  struct ibv_send_wr *wr, struct ibv_sge *sge)
+{
+    unsigned idx            = sn & ep->rc.mask;
+    uct_syncmem_replay_t *e = &ep->rc.ring[idx];
+    uint8_t *data           = ep->rc.data + idx * iface->config.replay_data;
+
+    memset(wr, 0, sizeof(*wr));
+    wr->wr_id      = sn;
+    wr->opcode     = e->opcode;
+    wr->send_flags = e->send_flags;
+    wr->imm_data   = e->imm_data;
+
+    if (uct_syncmem_opcode_is_atomic(e->opcode)) {
+        /* may have run already: never again; an empty write holds its
+         * place (its completion, its fence) */
+        e->lost              = 1;
+        ep->rc.lost_last_sn  = sn;
+        ++ep->rc.lost;
+        wr->opcode           = IBV_WR_RDMA_WRITE;
+        wr->send_flags      |= IBV_SEND_SIGNALED;
+        return;
+    }
+
+    wr->wr.rdma.remote_addr = e->remote_addr;
+    wr->wr.rdma.rkey        = e->rkey;
+    if (e->send_flags & IBV_SEND_INLINE) {
+        sge->addr    = (uintptr_t)data;
+        sge->length  = e->inline_len;
+        sge->lkey    = 0;
+        wr->sg_list  = sge;
+        wr->num_sge  = 1;
+    } else {
+        wr->sg_list  = (struct ibv_sge*)data;
+        wr->num_sge  = e->num_sge;
+    }
+}
+
+/* The new QP is connected and the old one is gone: post again what had
+ * not completed, and let the endpoint work. */
+static ucs_status_t uct_syncmem_ep_replay(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    struct ibv_send_wr wrs[UCT_SYNCMEM_REPLAY_BATCH], *bad_wr;
+    struct ibv_sge sges[UCT_SYNCMEM_REPLAY_BATCH];
+    uint16_t count = ep->tx.sn - ep->rc.fail_sn + 1;
+    uint16_t sn    = ep->rc.fail_sn;
+    unsigned lost  = ep->rc.lost;
+    unsigned n, i;
+    int ret;
+
+    while (count > 0) {
+        n = ucs_min(count, UCT_SYNCMEM_REPLAY_BATCH);
+        for (i = 0; i < n; ++i, ++sn) {
+            uct_syncmem_replay_wr(iface, ep, sn, &wrs[i], &sges[i]);
+            wrs[i].next = &wrs[i + 1];
+        }
+        wrs[n - 1].next = NULL;
+        count          -= n;
+        if (count == 0) {
+            /* a flush may wait on the last one: it must complete */
+            wrs[n - 1].send_flags |= IBV_SEND_SIGNALED;
+            ep->tx.unsignaled      = 0;
+        }
+        ret = ibv_post_send(ep->qp, wrs, &bad_wr);
+        if (ret) {
+            ucs_error("syncmem: ep %p: posting requests again on QP 0x%x"
+                      " failed: %s", ep, ep->qp->qp_num, strerror(ret));
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+
+    ucs_diag("syncmem: ep %p: reconnected to iface 0x%" PRIx64 " after %.0f"
+             " ms, %u requests replayed, %u atomics of unknown outcome"
+             " failed", ep, ep->cm.peer_iface_id,
+             ucs_time_to_msec(ucs_get_time() - ep->rc.started),
+             (uint16_t)(ep->tx.sn - ep->rc.fail_sn + 1), ep->rc.lost - lost);
+    if (ep->rc.lost > lost) {
+        ucs_warn("syncmem: ep %p: %u atomic operations may or may not have"
+                 " run when the link to iface 0x%" PRIx64 " failed; they"
+                 " report UCS_ERR_CONNECTION_RESET (not run again)", ep,
+                 ep->rc.lost - lost, ep->cm.peer_iface_id);
+    }
+    return UCS_OK;
+}
+
+/*
+ * Progress of a reconnecting endpoint, with the async lock held: connect
+ * the new QP once the peer answered, post again once the old QP is empty,
+ * resend the request, or give up. Not UCS_OK: fail the endpoint with it.
+ */
+ucs_status_t uct_syncmem_ep_reconnect_check(uct_syncmem_ep_t *ep,
+                                            ucs_time_t now)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    ucs_status_t status;
+
+    if (!ep->rc.qp_ready && ep->cm.replied) {
+        status = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
+                                        ep->cm.peer_rc_qpn);
+        if (status != UCS_OK) {
+            return status;
+        }
+        ep->rc.qp_ready = 1;
+    }
+
+    if (ep->rc.qp_ready && (ep->rc.old_qp == NULL)) {
+        status = uct_syncmem_ep_replay(ep);
+        if (status != UCS_OK) {
+            return status;
+        }
+        uct_syncmem_ep_connected(ep);
+        return UCS_OK;
+    }
+
+    if (now >= ep->rc.deadline) {
+        ucs_log(iface->super.config.failure_level,
+                "syncmem: ep %p: reconnect to iface 0x%" PRIx64 " gave up"
+                " after %.1f s (%s); is the peer alive and its link up?"
+                " UCX_SYNCMEM_RECONNECT_TIMEOUT sets how long to try", ep,
+                ep->cm.peer_iface_id, ucs_time_to_sec(now - ep->rc.started),
+                ep->rc.qp_ready ? "the old QP never drained" :
+                                  "no answer to the connection request");
+        return UCS_ERR_ENDPOINT_TIMEOUT;
+    }
+
+    if (!ep->rc.qp_ready && (now >= ep->cm.next_retry)) {
+        uct_syncmem_cm_send_req(ep);
+    }
+    return UCS_OK;
+}
+
+/*
+ * UCX_SYNCMEM_OP_TIMEOUT: from progress, every quarter of it, look for an
+ * endpoint whose oldest request has not completed for that long. RC
+ * completes in order, so that is one whose acked_sn has not moved while it
+ * had work outstanding. The endpoint fails with UCS_ERR_ENDPOINT_TIMEOUT:
+ * its requests are flushed with that status, and UCP purges the pending
+ * ones from its error handler.
+ */
+void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
+{
+    ucs_time_t now = ucs_get_time();
+    uct_syncmem_ep_t *ep, *expired;
+
+    if (now < iface->next_deadline_check) {
+        return;
+    }
+    iface->next_deadline_check = now + iface->config.op_timeout / 4;
+
+    do {
+        expired = NULL;
+        ucs_list_for_each(ep, &iface->eps, list) {
+            if (((ep->state != UCT_SYNCMEM_EP_CONNECTED) &&
+                 (ep->state != UCT_SYNCMEM_EP_RECONNECTING)) ||
+                (ep->tx.available >= (int)iface->config.tx_queue_len)) {
+                ep->rc.wd_time = 0;
+                continue;
+            }
+            if ((ep->rc.wd_time == 0) || (ep->rc.wd_sn != ep->tx.acked_sn)) {
+                ep->rc.wd_sn   = ep->tx.acked_sn;
+                ep->rc.wd_time = now;
+                /* requests that completed unsignalled would never say so */
+                if ((ep->tx.unsignaled != 0) &&
+                    uct_syncmem_ep_has_tx_res(iface, ep)) {
+                    uct_syncmem_ep_post_nop(iface, ep);
+                }
+                continue;
+            }
+            if (now - ep->rc.wd_time >= iface->config.op_timeout) {
+                expired = ep;
+                break;
+            }
+        }
+
+        if (expired != NULL) {
+            ucs_log(iface->super.config.failure_level,
+                    "syncmem: ep %p to iface 0x%" PRIx64 ": request %u not"
+                    " completed within UCX_SYNCMEM_OP_TIMEOUT (%.3f s);"
+                    " failing the endpoint", expired,
+                    expired->cm.peer_iface_id,
+                    (uint16_t)(expired->tx.acked_sn + 1),
+                    ucs_time_to_sec(iface->config.op_timeout));
+            expired->rc.wd_time = 0;
+            uct_syncmem_ep_set_failed(expired, UCS_ERR_ENDPOINT_TIMEOUT);
+        }
+    } while (expired != NULL);
+}
+
+/* UCX_SYNCMEM_FAULT_QP_ERROR (testing): async timer, lock held. */
+static void uct_syncmem_fault_timer(int id, ucs_event_set_types_t events,
+                                    void *arg)
+{
+    uct_syncmem_iface_t *iface = arg;
+    struct ibv_qp_attr attr    = { .qp_state = IBV_QPS_ERR };
+    uct_syncmem_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
+            !ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE)) {
+            ucs_diag("syncmem: UCX_SYNCMEM_FAULT_QP_ERROR: QP 0x%x of ep %p"
+                     " forced to the error state", ep->qp->qp_num, ep);
+        }
+    }
+}
+
+ucs_status_t uct_syncmem_ep_inject_qp_error(uct_ep_h tl_ep)
+{
+    uct_syncmem_ep_t *ep    = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+
+    return ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE) ? UCS_ERR_IO_ERROR :
+                                                        UCS_OK;
+}
+
+unsigned uct_syncmem_ep_reconnects(uct_ep_h tl_ep)
+{
+    return ucs_derived_of(tl_ep, uct_syncmem_ep_t)->cm.gen;
+}
+
+ucs_status_t uct_syncmem_fault_iface_init(uct_syncmem_iface_t *iface)
+{
+    ucs_status_t status;
+
+    kh_init_inplace(uct_syncmem_qp_sn, &iface->rx.last_sn);
+    kh_init_inplace(uct_syncmem_qp_link, &iface->rx.replaced);
+    iface->rx.links            = NULL;
+    iface->rx.have_links       = 0;
+    iface->next_deadline_check = 0;
+    iface->cm.fault_id         = -1;
+
+    if (iface->config.fault_qp_error == UCS_TIME_INFINITY) {
+        return UCS_OK;
+    }
+
+    ucs_warn("syncmem: UCX_SYNCMEM_FAULT_QP_ERROR is set: endpoints are"
+             " broken on purpose every %.3f s (for testing)",
+             ucs_time_to_sec(iface->config.fault_qp_error));
+    status = ucs_async_add_timer(iface->super.worker->async->mode,
+                                 iface->config.fault_qp_error,
+                                 uct_syncmem_fault_timer, iface,
+                                 iface->super.worker->async,
+                                 &iface->cm.fault_id);
+    if (status != UCS_OK) {
+        ucs_error("syncmem: cannot start the FAULT_QP_ERROR timer: %s",
+                  ucs_status_string(status));
+    }
+    return status;
+}
+
+void uct_syncmem_fault_iface_cleanup(uct_syncmem_iface_t *iface)
+{
+    uct_syncmem_rx_link_t *link;
+
+    if (iface->cm.fault_id >= 0) {
+        ucs_async_remove_handler(iface->cm.fault_id, 1);
+    }
+    while ((link = iface->rx.links) != NULL) {
+        iface->rx.links = link->next;
+        ucs_free(link);
+    }
+    kh_destroy_inplace(uct_syncmem_qp_sn, &iface->rx.last_sn);
+    kh_destroy_inplace(uct_syncmem_qp_link, &iface->rx.replaced);
+}
+
+/* Async context, lock held: tell the receive path that new_qpn replaces
+ * old_qpn (new_qpn 0: old_qpn is gone for good). */
+void uct_syncmem_rx_link_push(uct_syncmem_iface_t *iface, uint32_t new_qpn,
+                              uint32_t old_qpn)
+{
+    uct_syncmem_rx_link_t *link = ucs_malloc(sizeof(*link), "syncmem_link");
+
+    if (link == NULL) {
+        ucs_warn("syncmem: no memory to note that QP 0x%x replaces 0x%x;"
+                 " active messages sent again may be delivered twice",
+                 new_qpn, old_qpn);
+        return;
+    }
+    link->new_qpn      = new_qpn;
+    link->old_qpn      = old_qpn;
+    link->next         = iface->rx.links;
+    iface->rx.links    = link;
+    iface->rx.have_links = 1;
+}
+
+/* Progress: take the links noted by the async context. */
+void uct_syncmem_rx_links_apply(uct_syncmem_iface_t *iface)
+{
+    uct_syncmem_rx_link_t *link, *links;
+    khiter_t it;
+    int ret;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    links                = iface->rx.links;
+    iface->rx.links      = NULL;
+    iface->rx.have_links = 0;
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+
+    while ((link = links) != NULL) {
+        links = link->next;
+        if (link->new_qpn == 0) {
+            it = kh_get(uct_syncmem_qp_sn, &iface->rx.last_sn, link->old_qpn);
+            if (it != kh_end(&iface->rx.last_sn)) {
+                kh_del(uct_syncmem_qp_sn, &iface->rx.last_sn, it);
+            }
+        } else {
+            /* resolved at its first message: the old QP's may still be in
+             * the CQ behind this poll */
+            it = kh_put(uct_syncmem_qp_link, &iface->rx.replaced,
+                        link->new_qpn, &ret);
+            if (ret >= 0) {
+                kh_value(&iface->rx.replaced, it) = UCT_SYNCMEM_RX_UNRESOLVED |
+                                                    link->old_qpn;
+            }
+        }
+        ucs_free(link);
+    }
+}
+
+/* A message on a QP that replaced another: already delivered through the
+ * old one? The old QP's messages all came first (one CQ, in order). */
+int uct_syncmem_rx_is_replayed(uct_syncmem_iface_t *iface, uint32_t qpn,
+                               uint16_t sn)
+{
+    khiter_t it = kh_get(uct_syncmem_qp_link, &iface->rx.replaced, qpn);
+    khiter_t old;
+    uint64_t value;
+
+    if (it == kh_end(&iface->rx.replaced)) {
+        return 0;
+    }
+
+    value = kh_value(&iface->rx.replaced, it);
+    if (value & UCT_SYNCMEM_RX_UNRESOLVED) {
+        old = kh_get(uct_syncmem_qp_sn, &iface->rx.last_sn, (uint32_t)value);
+        if (old == kh_end(&iface->rx.last_sn)) {
+            /* no message ever came through the old QP */
+            kh_del(uct_syncmem_qp_link, &iface->rx.replaced, it);
+            return 0;
+        }
+        value = kh_value(&iface->rx.last_sn, old);
+        kh_del(uct_syncmem_qp_sn, &iface->rx.last_sn, old);
+        kh_value(&iface->rx.replaced, it) = value;
+    }
+
+    if (UCS_CIRCULAR_COMPARE16(sn, <=, (uint16_t)value)) {
+        ucs_trace("syncmem: QP 0x%x: dropped AM %u, delivered before the"
+                  " sender reconnected", qpn, sn);
+        return 1;
+    }
+
+    /* past what the old QP delivered: in order from here on */
+    kh_del(uct_syncmem_qp_link, &iface->rx.replaced, it);
+    return 0;
+}
