@@ -5,6 +5,8 @@
  *   faults server DIR                  the target
  *   faults client DIR SECONDS [BATCH]  the stream, then the verdict
  *
+ * (BATCH must be the same on both sides: it sizes the target's memory.)
+ *
  * DIR is a directory both see (/dev/shm in the guest). The target's memory
  * and its record of active messages live in files there (DIR/mem,
  * DIR/amcount), mapped shared, so that they outlive a server killed with
@@ -12,6 +14,8 @@
  * client can check the outcome itself at the end. The server publishes its
  * worker address and packed rkey in DIR/addr (replaced atomically by each
  * new server); the client reads it again on every (re)connection.
+ * The client streams for SECONDS from its first completed batch (it
+ * creates DIR/streaming then, for the script to time its faults by).
  *
  * The client issues batches of BATCH (default 8) rounds; each round is a
  * put of a self-describing pattern into its own slot, a get of a slot put
@@ -36,10 +40,11 @@
  * (the transport delivered it): reported as such, not as lost.
  *
  * Prints "stall START END" (realtime seconds) for every gap of more than
- * 100 ms between batches that completed ops, and last one "result ..."
+ * 100 ms between batches that completed ops ("stall START END open" if the
+ * stream ended in one), and last one "result ..."
  * line of key=value pairs. Exits 0 when lost, duplicated and corrupted are
  * 0; 1 when not; 3 when an operation or the close of an endpoint did not
- * complete within 120 s (a hang).
+ * complete within 60 s (a hang).
  */
 #include <ucp/api/ucp.h>
 
@@ -59,7 +64,7 @@
 #define SLOT_SIZE    2048       /* two or more packets at rxe's MTU */
 #define AM_WORDS     8
 #define MAX_SEQ      (4u << 20) /* AMs per run; byte-sized counts at the target */
-#define HANG_SEC     120.0
+#define HANG_SEC     60.0 /* > the longest flap (30 s) and its recovery */
 #define STALL_SEC    0.1
 #define MAX_BATCH    64
 
@@ -515,7 +520,9 @@ static int client(double seconds, unsigned batch)
     fetch.datatype     = ucp_dt_make_contig(8);
 
     init_ucp();
-    end     = now() + seconds;
+    /* SECONDS count from the first batch that completes: the fault script
+     * times its faults from then (DIR/streaming) */
+    end     = now() + 120 + seconds;
     last_ok = now();
     while (now() < end) {
         if (ep == NULL) {
@@ -614,7 +621,7 @@ static int client(double seconds, unsigned batch)
             }
         }
         if (ops[4 * batch].status == UCS_OK) {
-            if (t - last_ok > STALL_SEC) {
+            if (streaming && (t - last_ok > STALL_SEC)) {
                 printf("stall %.3f %.3f\n", last_ok, t);
                 ++stalls;
                 if (t - last_ok > max_stall) {
@@ -623,6 +630,7 @@ static int client(double seconds, unsigned batch)
             }
             last_ok = t;
             if (!streaming) {
+                end = t + seconds;
                 touch("streaming");
                 streaming = 1;
             }
@@ -638,6 +646,9 @@ static int client(double seconds, unsigned batch)
             ++recreated;
             usleep(100000); /* not a busy loop of failures while it is down */
         }
+    }
+    if (streaming && (now() - last_ok > STALL_SEC)) {
+        printf("stall %.3f %.3f open\n", last_ok, now());
     }
     if (ep != NULL) {
         client_disconnect();

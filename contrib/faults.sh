@@ -92,7 +92,9 @@ loss() {
 
 # knob_known NAME: this build of syncmem has the setting UCX_SYNCMEM_NAME
 knob_known() {
-    "$top/contrib/syncmem-run" ucx_info -c -f 2>/dev/null | grep -q "^UCX_SYNCMEM_$1="
+    # (not grep -q: ucx_info would die of SIGPIPE, and pipefail says no)
+    "$top/contrib/syncmem-run" ucx_info -c -f 2>/dev/null |
+        grep -c "^UCX_SYNCMEM_$1=" >/dev/null
 }
 
 # run_row TRANSPORT SCENARIO: one measurement; appends to $csv and $table
@@ -100,12 +102,14 @@ run_row() {
     local tl=$1 sc=$2
     # the target's memory: tmpfs (registered and mapped by two processes)
     local st=/dev/shm/faults-state-$tl-$sc log=$out/faults/$tl-$sc
-    local pre=1.5 post=$POST len=0 fault_env=() env=() t_restore='' note=''
+    local pre=1.5 post=$POST len=0 fault_env=() env=() t_restore='' t_fault='' note=''
     local spid cpid crc=0 hang=0 i limit res
     case $sc in
         loss_1pct|loss_10pct) len=$LOSS_SECS ;;
         flap_*) len=${sc#flap_}; len=${len%s} ;;
-        peer_killed) len=1 ;;
+        # (syncmem gives a dead peer RECONNECT_TIMEOUT, 5 s, before the
+        # application sees it and can go to the new server)
+        peer_killed) len=1 post=$((POST > 10 ? POST : 10)) ;;
         qp_error) len=$QP_SECS
             if [[ $tl == rc_verbs ]]; then
                 row "$tl" "$sc" n/a "rc_verbs has no knob to force a QP to error"; return
@@ -115,7 +119,7 @@ run_row() {
             fi
             fault_env=("UCX_SYNCMEM_FAULT_QP_ERROR=$QP_ERROR_INTERVAL") ;;
     esac
-    mapfile -t env < <(tl_env "$tl")
+    mapfile -t env <<<"$(tl_env "$tl")"
     rm -rf "$st"; mkdir -p "$st"
     heal
     say "$tl $sc"
@@ -138,13 +142,15 @@ run_row() {
     if [[ -e $st/streaming ]]; then
         sleep "$pre"
         case $sc in
-            loss_1pct) loss 1; sleep "$len"; heal; t_restore=$(date +%s.%N) ;;
-            loss_10pct) loss 10; sleep "$len"; heal; t_restore=$(date +%s.%N) ;;
+            loss_1pct|loss_10pct)
+                t_fault=$(date +%s.%N); loss "${sc//[^0-9]/}"; sleep "$len"
+                heal; t_restore=$(date +%s.%N) ;;
             flap_*)
+                t_fault=$(date +%s.%N)
                 ip link set smv0 down; sleep "$len"; ip link set smv0 up
-                routes; t_restore=$(date +%s.%N) ;;
+                t_restore=$(date +%s.%N); routes ;;
             peer_killed)
-                kill -9 "$spid"; wait "$spid" 2>/dev/null || true
+                t_fault=$(date +%s.%N); kill -9 "$spid"; wait "$spid" 2>/dev/null || true
                 sleep "$len"
                 env "${env[@]}" UCX_NET_DEVICES=rxe1:1 taskset -c 1 \
                     "$top/contrib/faults" server "$st" >"$log.server2" 2>&1 &
@@ -155,7 +161,7 @@ run_row() {
         note="never streamed"
     fi
 
-    # the client's own watchdog says hang after 120 s without a completion;
+    # the client's own watchdog says hang after 60 s without a completion;
     # this is the backstop
     limit=$(awk -v a="$post" 'BEGIN {print int(a + 200)}')
     for ((i = 0; i < limit * 10; ++i)); do
@@ -167,6 +173,7 @@ run_row() {
         hang=1 note="${note:+$note; }killed after ${limit}s past the fault"
     fi
     wait "$cpid" || crc=$?
+    echo "faults.sh: $sc from ${t_fault:-?} to ${t_restore:-?}" >>"$log.client"
     kill -9 "$spid" 2>/dev/null || true
     wait "$spid" 2>/dev/null || true
     heal
@@ -185,14 +192,20 @@ run_row() {
     # recovery: from the wire's return (or the new server) to the first
     # completed batch after it; for loss, the longest stall
     recovery=$(awk -v r="$t_restore" -v sc="$sc" -v max="$(get max_stall_ms)" '
+        $1 == "stall" && r != "" && $2 <= r && $3 >= r && $4 == "open" { open = 1; next }
         $1 == "stall" && r != "" && $2 <= r && $3 >= r { v = ($3 - r) * 1000 }
         $1 == "stall" && r != "" && $2 <= r { cut = 1 }
         END {
             if (sc ~ /^(loss|qp_error)/ || r == "") { print max; exit }
-            if (v != "") printf "%.0f\n", v; else if (cut) print 0; else print "none"
+            if (v != "") printf "%.0f\n", v; else if (open) print "none"
+            else if (cut) print 0; else print "nostall"
         }' "$log.client")
-    [[ $sc == flap_* || $sc == peer_killed ]] && [[ $recovery == none ]] &&
+    if [[ $recovery == none ]]; then
+        note="${note:+$note; }not recovered when the stream ended"
+    elif [[ $recovery == nostall ]]; then
+        recovery=none
         note="${note:+$note; }no stall around the fault: did traffic get around it?"
+    fi
     [[ $hang == 1 ]] || [[ -n $(get ops_ok) ]] || hang=1
     if [[ $hang == 1 ]]; then
         [[ -n $note ]] || note="the client's watchdog: $res"
@@ -200,6 +213,9 @@ run_row() {
         return
     fi
     ((gaveup == 0)) || note="${note:+$note; }syncmem gave up reconnecting $gaveup times"
+    ((reconnects == 0)) || note="${note:+$note; }syncmem's reconnects took up to $(
+        sed -n 's/.*syncmem: ep .*reconnected to iface .* after \([0-9]*\) ms.*/\1/p' \
+            "$log.client" | sort -n | tail -n 1) ms"
     note="${note:+$note; }$(get put) puts, $(get get) gets, $(get fadd) fetch-adds, $(get am) AMs ok/failed"
     (( $(get am_died_with_peer) == 0 )) ||
         note="$note; $(get am_died_with_peer) AMs died with the killed server"
@@ -218,7 +234,7 @@ run_mpi_row() {
         row "$tl" "$sc" error "no mpirun or contrib/faults_mpi (Open MPI, then configure and make)"
         return
     fi
-    mapfile -t env < <(tl_env "$tl")
+    mapfile -t env <<<"$(tl_env "$tl")"
     for e in "${env[@]}"; do xs+=(-x "$e"); done
     rm -f "$flag"; heal
     say "$tl $sc"
@@ -239,7 +255,7 @@ run_mpi_row() {
     if [[ -e $flag ]]; then
         sleep "$pre"
         ip link set smv0 down; sleep "$len"; ip link set smv0 up
-        routes; t_restore=$(date +%s.%N)
+        t_restore=$(date +%s.%N); routes
     fi
     for ((i = 0; i < (post + 200) * 10; ++i)); do
         kill -0 "$pid" 2>/dev/null || break
@@ -313,6 +329,11 @@ syncmem-noreconnect/flap_0.5s rc_verbs/loss_1pct rc_verbs/flap_0.5s"
     esac
     [[ -z $only ]] || rows=$(grep -E -- "$only" <<<"$rows" || true)
 
+    # (the guest has no /dev/fd: no process substitution in this script)
+    if ! "$top/contrib/syncmem-run" --print >/dev/null; then
+        ls -la "$top/.libs" "$top/contrib/syncmem-run" >&2 || true
+        echo "FAIL: syncmem-run cannot find the module"; return 1
+    fi
     echo "transport,scenario,ops_ok,ops_failed,lost,duplicated,corrupted,reconnects,hang,recovery_ms,ep_recreated" >"$csv"
     : >"$table"
     routes
@@ -330,7 +351,11 @@ syncmem-noreconnect/flap_0.5s rc_verbs/loss_1pct rc_verbs/flap_0.5s"
     printf '%-20s %-12s %8s %7s %5s %5s %6s %6s %5s %9s %6s  %s\n' transport scenario \
         ops_ok failed lost dup corrupt reconn hang recov_ms ep_new note
     cat "$table"
-    echo "   csv: $csv; each process's output: $out/faults/"
+    # the same as a markdown table, for the README
+    awk -F, 'NR == 1 { gsub(/,/, " | "); print "| " $0 " |"; gsub(/[^|]+/, " --- ");
+                       print "|" $0 "|"; next }
+             { gsub(/,/, " | "); print "| " $0 " |" }' "$csv" >"$out/faults.md"
+    echo "   csv: $csv (markdown: $out/faults.md); each process's output: $out/faults/"
     rm -f "$table"
     if ((bad)); then
         echo "FAIL: a row has lost, duplicated, corrupted or hang != 0, or was not measured"
