@@ -82,6 +82,8 @@ enum { AM_UNUSED, AM_OK, AM_FAILED };
 static const char *dir;
 static ucp_context_h context;
 static ucp_worker_h worker;
+/* ok and failed puts, gets, fetch-adds, AMs (global: a hang reports them) */
+static uint64_t ok[4], failed[4];
 
 static double now(void)
 {
@@ -379,7 +381,10 @@ static void op_wait(op_t *ops, unsigned n, const char *what)
             }
         }
         if (busy && (now() > deadline)) {
-            printf("result hang=1 what=%s pending=%u\n", what, busy);
+            printf("result hang=1 what=%s pending=%u ops_ok=%" PRIu64
+                   " ops_failed=%" PRIu64 "\n", what, busy,
+                   ok[0] + ok[1] + ok[2] + ok[3],
+                   failed[0] + failed[1] + failed[2] + failed[3] + busy);
             fflush(stdout);
             _exit(3);
         }
@@ -498,7 +503,6 @@ static int client(double seconds, unsigned batch)
     unsigned get_slot[MAX_BATCH], get_expect[MAX_BATCH];
     epoch_t *epochs = NULL;
     unsigned nepochs = 0, seq = 0, b = 0, i, s;
-    uint64_t ok[4] = {0}, failed[4] = {0};
     uint64_t lost = 0, dup = 0, corrupt = 0, died = 0, untouched = 0;
     uint64_t adds_ok, adds_failed, recreated = 0, stalls = 0;
     uint64_t connect_failed = 0;

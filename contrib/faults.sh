@@ -180,7 +180,10 @@ run_row() {
 
     res=$(grep '^result ' "$log.client" | tail -n 1 || true)
     [[ $res == *hang=1* ]] && hang=1
-    if [[ -z $res ]]; then
+    if [[ -z $res && $hang == 1 ]]; then
+        row "$tl" "$sc" hang "$note"
+        return
+    elif [[ -z $res ]]; then
         row "$tl" "$sc" error "${note:-no result line (client exit $crc)}; see $log.client"
         return
     fi
@@ -209,7 +212,7 @@ run_row() {
     [[ $hang == 1 ]] || [[ -n $(get ops_ok) ]] || hang=1
     if [[ $hang == 1 ]]; then
         [[ -n $note ]] || note="the client's watchdog: $res"
-        row "$tl" "$sc" hang "$note"
+        row "$tl" "$sc" hang "$note" "$(get ops_ok)" "$(get ops_failed)"
         return
     fi
     ((gaveup == 0)) || note="${note:+$note; }syncmem gave up reconnecting $gaveup times"
@@ -284,13 +287,15 @@ run_mpi_row() {
         "MPI_Put + MPI_Fetch_and_op, a flush after each pair (osc ucx)"
 }
 
-# row TRANSPORT SCENARIO VALUES|n/a|error|hang NOTE
+# row TRANSPORT SCENARIO VALUES|n/a|error|hang NOTE [OPS_OK OPS_FAILED]
 row() {
     local v=$3
     case $v in
         n/a)   v=n/a,n/a,n/a,n/a,n/a,n/a,n/a,n/a,n/a ;;
         error) v=,,,,,,,,; bad=1 ;;
-        hang)  v=,,0,0,0,,1,,; bad=1 ;;
+        # (ops_ok and ops_failed so far, the pending ones failed; the
+        # target was not checked: '-')
+        hang)  v=$5,$6,-,-,-,,1,,; bad=1 ;;
     esac
     IFS=, read -r ok failed lost dup corr rec hang recov recr <<<"$v"
     [[ $lost == 0 || $lost == n/a ]] && [[ $dup == 0 || $dup == n/a ]] &&
