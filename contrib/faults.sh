@@ -295,7 +295,7 @@ row() {
         error) v=,,,,,,,,; bad=1 ;;
         # (ops_ok and ops_failed so far, the pending ones failed; the
         # target was not checked: '-')
-        hang)  v=$5,$6,-,-,-,,1,,; bad=1 ;;
+        hang)  v=${5:-},${6:-},-,-,-,,1,,; bad=1 ;;
     esac
     IFS=, read -r ok failed lost dup corr rec hang recov recr <<<"$v"
     [[ $lost == 0 || $lost == n/a ]] && [[ $dup == 0 || $dup == n/a ]] &&
