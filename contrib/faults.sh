@@ -260,7 +260,8 @@ run_mpi_row() {
         ip link set smv0 down; sleep "$len"; ip link set smv0 up
         t_restore=$(date +%s.%N); routes
     fi
-    for ((i = 0; i < (post + 200) * 10; ++i)); do
+    # (faults_mpi has no watchdog of its own: 90 s past its end is a hang)
+    for ((i = 0; i < (post + 90) * 10; ++i)); do
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
     done
@@ -270,7 +271,7 @@ run_mpi_row() {
     wait "$pid" || rc=$?
     heal
     if ((hang)); then
-        row "$tl" "$sc" hang "mpirun did not finish 200 s after the fault"; return
+        row "$tl" "$sc" hang "mpirun did not finish 90 s after its stream should have ended"; return
     fi
     reconnects=$(grep -c 'syncmem: ep .*reconnected to iface' "$log" || true)
     recovery=$(awk -v r="$t_restore" '$1 == "stall" && r != "" && $2 <= r && $3 >= r {
