@@ -148,7 +148,10 @@ run_row() {
             flap_*)
                 t_fault=$(date +%s.%N)
                 ip link set smv0 down; sleep "$len"; ip link set smv0 up
-                t_restore=$(date +%s.%N); routes ;;
+                t_restore=$(date +%s.%N); routes
+                # every QP's state 3 s after the link came back: for the
+                # post-mortem of a row that did not recover
+                { sleep 3; rdma resource show qp; } >"$log.qps" 2>&1 & ;;
             peer_killed)
                 t_fault=$(date +%s.%N); kill -9 "$spid"; wait "$spid" 2>/dev/null || true
                 sleep "$len"
