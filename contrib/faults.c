@@ -641,7 +641,7 @@ static int client(double seconds, unsigned batch)
         }
         ++b;
 
-        if ((ep_error != UCS_OK) || (ops[4 * batch].status != UCS_OK)) {
+        if (ep_error != UCS_OK) {
             printf("ep error at %.3f: %s (flush: %s); new endpoint\n", t,
                    ucs_status_string(ep_error),
                    ucs_status_string(ops[4 * batch].status));
@@ -649,6 +649,12 @@ static int client(double seconds, unsigned batch)
             client_disconnect();
             ++recreated;
             usleep(100000); /* not a busy loop of failures while it is down */
+        } else if (ops[4 * batch].status != UCS_OK) {
+            /* A flush can fail on a live endpoint: syncmem's, after a
+             * reconnect, for atomics whose outcome is unknown. The batch's
+             * puts and AMs count as failed; the endpoint goes on. */
+            printf("flush failed at %.3f: %s; the endpoint is alive\n", t,
+                   ucs_status_string(ops[4 * batch].status));
         }
     }
     if (streaming && (now() - last_ok > STALL_SEC)) {

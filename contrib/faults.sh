@@ -208,7 +208,7 @@ run_row() {
         }' "$log.client")
     if [[ $recovery == none ]]; then
         note="${note:+$note; }not recovered when the stream ended"
-    elif [[ $recovery == nostall ]]; then
+    elif [[ $recovery == nostall && $hang == 0 ]]; then
         recovery=none
         note="${note:+$note; }no stall around the fault: did traffic get around it?"
     fi
