@@ -269,6 +269,8 @@ run_mpi_row() {
         sleep 0.1
     done
     if kill -0 "$pid" 2>/dev/null; then
+        # the ranks first (mpirun's children), or they poll on, orphaned
+        pkill -9 -P "$pid" 2>/dev/null || true
         kill -9 "$pid" 2>/dev/null || true; hang=1
     fi
     wait "$pid" || rc=$?
