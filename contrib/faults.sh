@@ -90,6 +90,9 @@ loss() {
     for d in smv0 smv1; do tc qdisc replace dev "$d" root netem loss "$1%"; done
 }
 
+# (Every wait below has a deadline in seconds ($SECONDS), not a number of
+# 'sleep 0.1' rounds: under TCG a round costs several times 0.1 s.)
+
 # knob_known NAME: this build of syncmem has the setting UCX_SYNCMEM_NAME
 knob_known() {
     # (not grep -q: ucx_info would die of SIGPIPE, and pipefail says no)
@@ -134,7 +137,8 @@ run_row() {
     cpid=$!
 
     # the fault, timed from the client's first completed batch
-    for ((i = 0; i < 1200; ++i)); do
+    i=$((SECONDS + 120))
+    while ((SECONDS < i)); do
         [[ -e $st/streaming ]] && break
         kill -0 "$cpid" 2>/dev/null || break
         sleep 0.1
@@ -167,7 +171,8 @@ run_row() {
     # the client's own watchdog says hang after 60 s without a completion;
     # this is the backstop
     limit=$(awk -v a="$post" 'BEGIN {print int(a + 200)}')
-    for ((i = 0; i < limit * 10; ++i)); do
+    i=$((SECONDS + limit))
+    while ((SECONDS < i)); do
         kill -0 "$cpid" 2>/dev/null || break
         sleep 0.1
     done
@@ -253,7 +258,8 @@ run_mpi_row() {
         "$top/contrib/faults_mpi" "$(awk -v a=$pre -v b=$len -v c="$post" 'BEGIN {print a + b + c}')" \
         "$flag" >"$log" 2>&1 &
     pid=$!
-    for ((i = 0; i < 1200; ++i)); do
+    i=$((SECONDS + 120))
+    while ((SECONDS < i)); do
         [[ -e $flag ]] && break
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
@@ -264,7 +270,8 @@ run_mpi_row() {
         t_restore=$(date +%s.%N); routes
     fi
     # (faults_mpi has no watchdog of its own: 90 s past its end is a hang)
-    for ((i = 0; i < (post + 90) * 10; ++i)); do
+    i=$((SECONDS + post + 90))
+    while ((SECONDS < i)); do
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
     done
