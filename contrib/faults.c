@@ -505,7 +505,7 @@ static int client(double seconds, unsigned batch)
     unsigned nepochs = 0, seq = 0, b = 0, i, s;
     uint64_t lost = 0, dup = 0, corrupt = 0, died = 0, untouched = 0;
     uint64_t adds_ok, adds_failed, recreated = 0, stalls = 0;
-    uint64_t connect_failed = 0;
+    uint64_t connect_failed = 0, final_gen;
     double end, t, last_ok, max_stall = 0;
     faults_head_t *head;
     int streaming = 0;
@@ -675,6 +675,7 @@ static int client(double seconds, unsigned batch)
     }
 
     /* The verdict, from the target's own memory */
+    final_gen = addr_gen();
     head    = map_file("mem", mem_size(batch));
     amcount = map_file("amcount", MAX_SEQ);
     adds_ok = ok[2];
@@ -705,9 +706,9 @@ static int client(double seconds, unsigned batch)
         unsigned last_seen = epochs[i].first_seq, q;
         int replaced       = 0;
 
-        for (s = i + 1; s < nepochs; ++s) {
-            replaced |= (epochs[s].gen != epochs[i].gen);
-        }
+        /* (a server that was replaced, whether or not the client got to
+         * the new one before the stream ended) */
+        replaced = (epochs[i].gen != final_gen);
         for (q = epochs[i].first_seq; q < epochs[i].end_seq; ++q) {
             if (amcount[q] != 0) {
                 last_seen = q + 1;
