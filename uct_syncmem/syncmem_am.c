@@ -129,6 +129,13 @@ void uct_syncmem_rx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
     }
 
     imm = ntohl(wc->imm_data);
+    if (ucs_unlikely((imm & UCT_SYNCMEM_AM_IMM_ID_MASK) >= UCT_AM_ID_MAX)) {
+        /* only a broken or hostile peer sends it; UCT would abort on it */
+        ucs_debug("syncmem: dropped an active message with id %u from QP"
+                  " 0x%x", imm & UCT_SYNCMEM_AM_IMM_ID_MASK, wc->qp_num);
+        ucs_mpool_put_inline(desc);
+        return;
+    }
     if (ucs_unlikely(uct_syncmem_rx_check_sn(iface, wc->qp_num,
                                              imm >> UCT_SYNCMEM_AM_IMM_SN_SHIFT))) {
         ucs_mpool_put_inline(desc); /* had it before the sender reconnected */
