@@ -314,8 +314,11 @@ row() {
         hang)  v=${5:-},${6:-},-,-,-,,1,,; bad=1 ;;
     esac
     IFS=, read -r ok failed lost dup corr rec hang recov recr <<<"$v"
-    [[ $lost == 0 || $lost == n/a ]] && [[ $dup == 0 || $dup == n/a ]] &&
-        [[ $corr == 0 || $corr == n/a ]] && [[ $hang == 0 || $hang == n/a ]] || bad=1
+    # (an unmeasured row was judged above: its empty columns are no verdict)
+    [[ $3 == error ]] ||
+        { [[ $lost == 0 || $lost == n/a ]] && [[ $dup == 0 || $dup == n/a ]] &&
+          [[ $corr == 0 || $corr == n/a ]] && [[ $hang == 0 || $hang == n/a ]]; } ||
+        bad=1
     echo "$1,$2,$v" >>"$csv"
     printf '%-20s %-12s %8s %7s %5s %5s %6s %6s %5s %9s %6s  %s\n' "$1" "$2" \
         "$ok" "$failed" "$lost" "$dup" "$corr" "$rec" "$hang" "$recov" "$recr" \
