@@ -38,12 +38,14 @@ result() {
     esac
 }
 
-# measure TRANSPORT KIND FIELD ARGS... : prints the value
+# measure TRANSPORT KIND FIELD ARGS... : prints the value. $dbenv (a row
+# name ending in _db1): syncmem without doorbell batching.
 measure() {
     tl=$1 kind=$2 col=$3; shift 3
     case "$kind:$tl" in
+        uct:syncmem)      set -- $dbenv -- -x "$tl" -d "$dev" "$@" ;;
         uct:*)            set -- -- -x "$tl" -d "$dev" "$@" ;;
-        ucp:syncmem)      set -- --env UCX_TLS=syncmem --env UCX_NET_DEVICES="$dev" -- "$@" ;;
+        ucp:syncmem)      set -- $dbenv --env UCX_TLS=syncmem --env UCX_NET_DEVICES="$dev" -- "$@" ;;
         ucp:rc_verbs)     set -- --env UCX_TLS=rc_verbs,ud_verbs --env UCX_NET_DEVICES="$dev" \
                                  --env UCX_UD_VERBS_ETH_DGID_CHECK=n -- "$@" ;;
         raw:*)            set -- --raw "$tl" -- -d "$ibdev" -x "$gid" -F "$@" ;;
@@ -78,6 +80,11 @@ guest_main() {
 put_bw_64k_zcopy:uct:7:-t put_bw -D zcopy -s 65536 -n 600 -w 100:ib_write_bw:-s 65536 -n 600
 get_64k_zcopy:uct:7:-t get -D zcopy -s 65536 -n 600 -w 100:ib_read_bw:-s 65536 -n 600
 put_mr_8b:uct:9:-t put_bw -D short -s 8 -n 20000 -w 100::
+put_mr_8b_db1:uct:9:-t put_bw -D short -s 8 -n 20000 -w 100::
+am_mr_8b:uct:9:-t am_bw -D short -s 8 -n 20000 -w 100::
+am_mr_8b_db1:uct:9:-t am_bw -D short -s 8 -n 20000 -w 100::
+add_mr:uct:9:-t add_mr -n 20000 -w 100::
+add_mr_db1:uct:9:-t add_mr -n 20000 -w 100::
 put_bw_4k_bcopy:uct:7:-t put_bw -D bcopy -s 4096 -n 2000 -w 100:ib_write_bw:-s 4096 -n 2000
 get_4k_bcopy:uct:7:-t get -D bcopy -s 4096 -n 2000 -w 100:ib_read_bw:-s 4096 -n 2000
 am_lat:uct:3:-t am_lat -D short -s 8 -n 3000 -w 100::
@@ -112,6 +119,10 @@ main_table() {
     rep=1
     while [ "$rep" -le "$reps" ]; do
         echo "$tests" | while IFS=: read -r name kind col args raw rawargs; do
+            case $name in
+                *_db1) dbenv="--env UCX_SYNCMEM_TX_DB_BATCH=1" ;;
+                *)     dbenv= ;;
+            esac
             for tl in syncmem rc_verbs ${raw:+$raw}; do
                 step=$((step + 1))
                 echo "   [rep $rep/$reps, $step/$total] $name $tl" >&2

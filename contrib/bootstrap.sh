@@ -24,13 +24,14 @@ esac
 # Tests and benchmarks: qemu and busybox for the guest, verbs utilities,
 # perftest, iproute2 for the guest's network, Open MPI and MPICH for the MPI
 # tests,
-# libdrm headers for the dma-buf test (vgem); clang and its libFuzzer for
-# contrib/fuzz.sh, valgrind for test/valgrind.sh.
+# libdrm headers for the dma-buf test (vgem), tcpdump for the traffic class
+# test (test/guest/test_qos.cc); clang and its libFuzzer for contrib/fuzz.sh,
+# valgrind for test/valgrind.sh.
 pkgs="libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
       ibverbs-providers perftest googletest autoconf automake libtool
       pkg-config make g++ dpkg-dev qemu-system-x86 busybox-static kmod cpio
       iproute2 openmpi-bin libopenmpi-dev mpich libmpich-dev time gnuplot-nox
-      bsdextrautils libdrm-dev clang-14 libclang-rt-14-dev valgrind"
+      bsdextrautils libdrm-dev tcpdump clang-14 libclang-rt-14-dev valgrind"
 
 [ "$install" = no ] || config/apt-install.sh $pkgs
 

@@ -49,17 +49,23 @@ summarize() {
         END { print calls + 0, total + 0, mine + 0 }' "$1"
 }
 
-# op:function suffix:ucx_perftest args
+# op:function suffix:ucx_perftest args (put_short_mr: back to back, where
+# doorbell batching posts many requests per ibv_post_send)
 ops="put_short:ep_put_short:-t put_lat -D short -s 8
+put_short_mr:ep_put_short:-t put_bw -D short -s 8
 am_short:ep_am_short:-t am_lat -D short -s 8
 get_bcopy:ep_get_bcopy:-t get -D bcopy -s 8 -O 1"
 
 echo "op,transport,calls,instructions,own_instructions" > "$out/callgrind.csv"
 echo "$ops" | while IFS=: read -r op fn args; do
     for tl in syncmem rc_verbs; do
+        # syncmem posts at its doorbell: inside the operation when a batch is
+        # full, else from progress (uct_syncmem_iface_ring_all), counted too,
+        # so that a batched post is shared by the requests in it. (Only
+        # functions that never nest: callgrind flips collection at each.)
         case $tl in
-            syncmem)  lib=libuct_syncmem ;;
-            rc_verbs) lib=libuct_ib ;;
+            syncmem)  lib=libuct_syncmem ring=--toggle-collect=uct_syncmem_iface_ring_all ;;
+            rc_verbs) lib=libuct_ib ring= ;;
         esac
         echo "   [callgrind] $op $tl" >&2
         f=$tmp/$op.$tl
@@ -67,7 +73,7 @@ echo "$ops" | while IFS=: read -r op fn args; do
         # shellcheck disable=SC2086
         if ! "$top/contrib/perftest-pair.sh" --env LD_BIND_NOW=1 \
                 --wrap "valgrind -q --tool=callgrind --callgrind-out-file=$f
-                        --toggle-collect=uct_${tl}_$fn" \
+                        --toggle-collect=uct_${tl}_$fn $ring" \
                 -- -x "$tl" -d "$dev" $args -n 1000 -w 10 >/dev/null 2>&1; then
             echo "$op,$tl,nan,nan,nan" >> "$out/callgrind.csv"
             continue

@@ -7,17 +7,18 @@
 #   contrib/perftest-pair.sh --raw TOOL -- TOOL-args...  (ib_write_bw, ...)
 #   --wrap "CMD ARGS": run the client ucx_perftest under CMD (valgrind ...)
 #
-# ucx_perftest runs with syncmem loaded (syncmem-run); --raw runs an
+# ucx_perftest runs with syncmem loaded (syncmem-run: the build tree's, or
+# $SYNCMEM_RUN, e.g. an installed /usr/bin/syncmem-run); --raw runs an
 # rdma-core perftest tool instead. Prints the client's output, then a line
 # "cpu: <user+system seconds of the client>"; the server's output goes to
 # stderr on failure. Exits non-zero if either side fails, or if
 # ucx_perftest printed no 'Final:' line.
 #
 top=$(cd "$(dirname "$0")/.." && pwd)
-run="$top/contrib/syncmem-run"
+run=${SYNCMEM_RUN:-$top/contrib/syncmem-run}
 port=${SYNCMEM_PERFTEST_PORT:-13337}
 
-case "$1" in -h|--help) sed -n '3,16s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+case "$1" in -h|--help) sed -n '3,17s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 tool="$run ucx_perftest" raw= wrap=
 while [ $# -gt 0 ]; do
     case "$1" in

@@ -30,6 +30,13 @@ typedef struct uct_syncmem_port {
     uint8_t       active_speed;
     uint8_t       active_width;
     union ibv_gid gid;
+    /* Our own port's QoS settings (UCX_SYNCMEM_PKEY, _SL, _TRAFFIC_CLASS),
+     * applied to its QPs and address handles; not part of the address, so
+     * zero in a peer's unpacked port. */
+    uint16_t      pkey_index;  /* P_Key table index of the QPs */
+    uint16_t      pkey;        /* the table's value there, for messages */
+    uint8_t       sl;
+    uint8_t       traffic_class;
 } uct_syncmem_port_t;
 
 
@@ -107,6 +114,23 @@ enum {
 #define UCT_SYNCMEM_AM_IMM_FLAG_CRC  UCS_BIT(8)  /* payload ends with CRC32C */
 #define UCT_SYNCMEM_AM_IMM_SN_SHIFT  16
 
+/* UCX_SYNCMEM_VERIFY: consistency checks; see syncmem_verify.c */
+enum {
+    UCT_SYNCMEM_VERIFY_NONE,
+    UCT_SYNCMEM_VERIFY_CRC,
+    UCT_SYNCMEM_VERIFY_LAST
+};
+
+#define UCT_SYNCMEM_CRC_LEN 4  /* the CRC32C trailer of an active message */
+
+/* What the consistency check did, since the iface was opened. */
+typedef struct uct_syncmem_verify_counters {
+    uint64_t am_checked;   /* messages received with a CRC trailer */
+    uint64_t am_dropped;   /* of those, dropped: the CRC did not match */
+    uint64_t put_checked;  /* puts read back and compared */
+    uint64_t put_failed;   /* of those, not what was written */
+} uct_syncmem_verify_counters_t;
+
 typedef struct uct_syncmem_iface_config {
     uct_iface_config_t super;
     unsigned           rx_queue_len;  /* receive buffers in the SRQ */
@@ -115,8 +139,9 @@ typedef struct uct_syncmem_iface_config {
     unsigned           tx_queue_len;  /* send queue depth of each QP */
     unsigned           tx_cq_len;     /* send CQ size, shared by all QPs */
     unsigned           tx_moderation; /* signal at least every N sends */
-    unsigned           tx_max_inline;
+    size_t             tx_max_inline; /* MEMUNITS: the parser writes a size_t */
     unsigned           tx_max_sge;
+    unsigned           tx_db_batch;   /* requests per doorbell */
     size_t             seg_size;      /* bcopy bounce buffer size */
     ucs_time_t         cm_timeout;    /* handshake retransmit interval */
     ucs_time_t         keepalive_interval;
@@ -129,6 +154,12 @@ typedef struct uct_syncmem_iface_config {
     ucs_time_t         reconnect_timeout;
     ucs_time_t         op_timeout;
     ucs_time_t         fault_qp_error; /* testing: force QPs to error */
+    int                verify;        /* UCT_SYNCMEM_VERIFY_* */
+    unsigned           verify_inject; /* tests: corrupt every Nth check */
+    size_t             pkey;          /* UCS_HEXUNITS_AUTO: first full member;
+                                         size_t: the HEX parser writes one */
+    unsigned long      sl;
+    unsigned long      traffic_class;
 } uct_syncmem_iface_config_t;
 
 
@@ -204,9 +235,11 @@ typedef struct uct_syncmem_ep {
     uint8_t              fence;         /* fence the next work request */
     ucs_status_t         status;        /* why the endpoint failed */
     unsigned             amo_inflight;  /* emulated atomics not done yet */
+    ucs_list_link_t      db_list;       /* in iface->db_eps, or empty */
     struct {
         int              available;     /* free send queue slots */
         uint16_t         sn;            /* of the last posted request */
+        uint16_t         rung_sn;       /* ...of the last on the device */
         uint16_t         acked_sn;      /* of the last completed request */
         uint16_t         unsignaled;    /* requests since the last signal */
         ucs_queue_head_t outstanding;   /* uct_syncmem_op_t, by sn */
@@ -295,7 +328,9 @@ struct uct_syncmem_iface {
     struct ibv_comp_channel *channel; /* wakes users of the event fd */
     struct ibv_wc      stash[2];  /* found while arming; see syncmem_event.c */
     uint8_t            stashed;   /* UCS_BIT(UCT_SYNCMEM_DIR_*) */
+    uint8_t            armed;     /* event_arm: the user may sleep now */
     ucs_list_link_t    eps;
+    ucs_list_link_t    db_eps;    /* endpoints with requests to ring */
     khash_t(uct_syncmem_qp_eps) qp_eps;
     ucs_arbiter_t      arbiter;   /* endpoints with pending requests */
     ucs_mpool_t        op_mp;     /* uct_syncmem_op_t */
@@ -328,8 +363,14 @@ struct uct_syncmem_iface {
     struct uct_syncmem_ep *dispatching; /* endpoint whose pending queue runs */
     uct_syncmem_cm_t   cm;
     struct {
+        ucs_mpool_t    mp;        /* uct_syncmem_verify_put_t; VERIFY=crc */
+        unsigned       inject;    /* corrupt every Nth checked message/put */
+        uct_syncmem_verify_counters_t counters;
+    } verify;
+    struct {
         unsigned       tx_queue_len;
         unsigned       tx_moderation;
+        unsigned       db_batch;        /* 1: ring on every request */
         unsigned       max_inline;
         unsigned       max_sge;
         unsigned       max_sge_rd;
@@ -347,6 +388,7 @@ struct uct_syncmem_iface {
         ucs_time_t     op_timeout;      /* UCS_TIME_INFINITY: none */
         ucs_time_t     fault_qp_error;
         size_t         replay_data;     /* data area of a replay entry */
+        uint8_t        verify;          /* UCT_SYNCMEM_VERIFY_* */
     } config;
     ucs_time_t         next_deadline_check;
 };
@@ -427,6 +469,12 @@ ucs_status_t uct_syncmem_ah_create(uct_syncmem_iface_t *iface,
                                    const uct_syncmem_port_t *peer,
                                    struct ibv_ah **ah_p);
 ucs_status_t uct_syncmem_wc_status(enum ibv_wc_status status);
+/* What to check when a work completion has this status (one line, naming
+ * the UCX_SYNCMEM_* setting where one helps); never NULL */
+const char *uct_syncmem_wc_advice(enum ibv_wc_status status);
+/* Logs a failed send completion of ep at the iface's failure level */
+void uct_syncmem_wc_log(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                        const struct ibv_wc *wc);
 
 /* syncmem_cm.c */
 ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface);
@@ -481,10 +529,55 @@ void uct_syncmem_rx_link_push(uct_syncmem_iface_t *iface, uint32_t new_qpn,
 void uct_syncmem_rx_links_apply(uct_syncmem_iface_t *iface);
 int uct_syncmem_rx_is_replayed(uct_syncmem_iface_t *iface, uint32_t qpn,
                                uint16_t sn);
+void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);
+void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface);
+
 /* For tests: move ep's QP to the error state, as a broken link would. */
 ucs_status_t uct_syncmem_ep_inject_qp_error(uct_ep_h ep);
 /* For tests: how often ep has reconnected. */
 unsigned uct_syncmem_ep_reconnects(uct_ep_h ep);
+/* syncmem_verify.c: UCX_SYNCMEM_VERIFY=crc */
+extern const char *uct_syncmem_verify_names[];
+/* CRC32C (Castagnoli), chained like zlib's crc32: crc(0, "123456789") is
+ * 0xe3069283, and crc(crc(0, a), b) == crc(0, a b) */
+uint32_t uct_syncmem_crc32c(uint32_t crc, const void *buf, size_t length);
+uint32_t uct_syncmem_crc32c_sw(uint32_t crc, const void *buf, size_t length);
+ucs_status_t uct_syncmem_verify_init(uct_syncmem_iface_t *iface,
+                                     const uct_syncmem_iface_config_t *config);
+void uct_syncmem_verify_cleanup(uct_syncmem_iface_t *iface);
+/* A received message with a CRC trailer: 1 if it is intact (and *length_p
+ * then excludes the trailer), 0 if it must be dropped */
+int uct_syncmem_verify_am_rx(uct_syncmem_iface_t *iface,
+                             const struct ibv_wc *wc, void *data,
+                             unsigned *length_p);
+ucs_status_t uct_syncmem_verify_am_short(uct_syncmem_ep_t *ep, uint8_t id,
+                                         uint64_t hdr, const void *payload,
+                                         unsigned length);
+ucs_status_t uct_syncmem_verify_am_short_iov(uct_syncmem_ep_t *ep, uint8_t id,
+                                             const uct_iov_t *iov,
+                                             size_t iovcnt);
+ssize_t uct_syncmem_verify_am_bcopy(uct_syncmem_ep_t *ep, uint8_t id,
+                                    uct_pack_callback_t pack_cb, void *arg);
+ucs_status_t uct_syncmem_verify_am_zcopy(uct_syncmem_ep_t *ep, uint8_t id,
+                                         const void *header,
+                                         unsigned header_length,
+                                         const uct_iov_t *iov, size_t iovcnt,
+                                         uct_completion_t *comp);
+ucs_status_t uct_syncmem_verify_put_short(uct_syncmem_ep_t *ep,
+                                          const void *buffer, unsigned length,
+                                          uint64_t remote_addr,
+                                          uct_rkey_t rkey);
+ssize_t uct_syncmem_verify_put_bcopy(uct_syncmem_ep_t *ep,
+                                     uct_pack_callback_t pack_cb, void *arg,
+                                     uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t uct_syncmem_verify_put_zcopy(uct_syncmem_ep_t *ep,
+                                          const uct_iov_t *iov, size_t iovcnt,
+                                          uint64_t remote_addr,
+                                          uct_rkey_t rkey,
+                                          uct_completion_t *comp);
+/* For tests and tools: what the consistency check of iface did */
+void uct_syncmem_iface_verify_counters(uct_iface_h iface,
+                                       uct_syncmem_verify_counters_t *c);
 
 /* syncmem_ep.c */
 void uct_syncmem_op_release(uct_syncmem_op_t *op, ucs_status_t status);

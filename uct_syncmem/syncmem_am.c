@@ -131,6 +131,8 @@ static UCS_F_NOINLINE void uct_syncmem_rx_bad_id(uint32_t qpn, unsigned id)
 void uct_syncmem_rx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
 {
     uct_syncmem_rx_desc_t *desc = (uct_syncmem_rx_desc_t*)wc->wr_id;
+    void *data                  = uct_syncmem_rx_data(iface, desc);
+    unsigned length             = wc->byte_len;
     ucs_status_t status;
     uint32_t imm;
 
@@ -158,11 +160,15 @@ void uct_syncmem_rx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
         ucs_mpool_put_inline(desc); /* had it before the sender reconnected */
         return;
     }
+    if (ucs_unlikely(imm & UCT_SYNCMEM_AM_IMM_FLAG_CRC) &&
+        !uct_syncmem_verify_am_rx(iface, wc, data, &length)) {
+        ucs_mpool_put_inline(desc); /* corrupted: dropped, counted, logged */
+        return;
+    }
 
     status = uct_iface_invoke_am(&iface->super,
-                                 imm & UCT_SYNCMEM_AM_IMM_ID_MASK,
-                                 uct_syncmem_rx_data(iface, desc),
-                                 wc->byte_len, UCT_CB_PARAM_FLAG_DESC);
+                                 imm & UCT_SYNCMEM_AM_IMM_ID_MASK, data,
+                                 length, UCT_CB_PARAM_FLAG_DESC);
     if (status == UCS_OK) {
         ucs_mpool_put_inline(desc);
     } else {
@@ -295,6 +301,10 @@ ucs_status_t uct_syncmem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     struct ibv_sge *sge        = iface->inl_am.sge;
     ucs_status_t status;
 
+    if (ucs_unlikely(iface->config.verify)) {
+        return uct_syncmem_verify_am_short(ep, id, hdr, payload, length);
+    }
+
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(sizeof(hdr) + length, 0, iface->config.max_inline,
                      "am_short");
@@ -324,6 +334,10 @@ ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     struct ibv_send_wr wr;
     ucs_status_t status;
     size_t i;
+
+    if (ucs_unlikely(iface->config.verify)) {
+        return uct_syncmem_verify_am_short_iov(ep, id, iov, iovcnt);
+    }
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)iface->config.max_sge, "am_short_iov");
@@ -356,6 +370,10 @@ ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     struct ibv_send_wr wr;
     ucs_status_t status;
     ssize_t length;
+
+    if (ucs_unlikely(iface->config.verify)) {
+        return uct_syncmem_verify_am_bcopy(ep, id, pack_cb, arg);
+    }
 
     UCT_CHECK_AM_ID(id);
     status = uct_syncmem_ep_tx_desc(iface, ep, uct_syncmem_op_release, &desc);
@@ -392,6 +410,11 @@ ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     struct ibv_send_wr wr;
     ucs_status_t status;
     int num_sge;
+
+    if (ucs_unlikely(iface->config.verify)) {
+        return uct_syncmem_verify_am_zcopy(ep, id, header, header_length, iov,
+                                           iovcnt, comp);
+    }
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)iface->config.max_sge - 1,

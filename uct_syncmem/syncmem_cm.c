@@ -464,6 +464,75 @@ static void uct_syncmem_cm_probe_wc(uct_syncmem_iface_t *iface,
     }
 }
 
+/* The UD QP from RESET to ready to send, its receives posted. */
+static ucs_status_t uct_syncmem_cm_qp_up(uct_syncmem_iface_t *iface)
+{
+    struct ibv_qp_attr attr = {};
+    ucs_status_t status;
+    unsigned slot;
+    int ret;
+
+    attr.qp_state   = IBV_QPS_INIT;
+    attr.pkey_index = iface->port.pkey_index; /* UCX_SYNCMEM_PKEY */
+    attr.port_num   = iface->port.num;
+    attr.qkey       = UCT_SYNCMEM_CM_QKEY;
+    ret = ibv_modify_qp(iface->cm.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                        IBV_QP_PORT | IBV_QP_QKEY);
+    if (!ret) {
+        attr.qp_state = IBV_QPS_RTR;
+        ret = ibv_modify_qp(iface->cm.qp, &attr, IBV_QP_STATE);
+    }
+    if (!ret) {
+        attr.qp_state = IBV_QPS_RTS;
+        attr.sq_psn   = 0;
+        ret = ibv_modify_qp(iface->cm.qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
+    }
+    if (ret) {
+        ucs_error("syncmem: bringing up the UD QP 0x%x failed: %s",
+                  iface->cm.qp->qp_num, strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+
+    for (slot = 0; slot < UCT_SYNCMEM_CM_RECVS; ++slot) {
+        status = uct_syncmem_cm_post_recv(iface, slot);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+    return UCS_OK;
+}
+
+/*
+ * The UD QP failed: Soft-RoCE fails a send it cannot route (the netdev went
+ * down) with a local QP error and moves the QP to the error state, where it
+ * would stay, and no endpoint could connect or reconnect again. Start it
+ * afresh (a stale flushed completion finds it working and changes nothing).
+ */
+static void uct_syncmem_cm_qp_recover(uct_syncmem_iface_t *iface)
+{
+    struct ibv_qp_attr attr;
+    struct ibv_qp_init_attr init;
+
+    if (!ibv_query_qp(iface->cm.qp, &attr, IBV_QP_STATE, &init) &&
+        (attr.qp_state == IBV_QPS_RTS)) {
+        return;
+    }
+
+    ucs_diag("syncmem: iface 0x%" PRIx64 ": the handshake QP 0x%x failed (is"
+             " the link down?); restarting it", iface->id,
+             iface->cm.qp->qp_num);
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state = IBV_QPS_RESET;
+    if (ibv_modify_qp(iface->cm.qp, &attr, IBV_QP_STATE) ||
+        (uct_syncmem_cm_qp_up(iface) != UCS_OK)) {
+        ucs_error("syncmem: iface 0x%" PRIx64 ": cannot restart the handshake"
+                  " QP 0x%x: no endpoint of it can connect", iface->id,
+                  iface->cm.qp->qp_num);
+        return;
+    }
+    iface->cm.sends_posted = 0; /* the reset dropped them */
+}
+
 /* Async context: the CM QP has completions. */
 static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
                                     void *arg)
@@ -472,7 +541,7 @@ static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
     struct ibv_wc wc[8];
     struct ibv_cq *cq;
     void *cq_ctx;
-    int i, n;
+    int i, n, failed = 0;
 
     /* consume the event and re-arm before polling, so none is missed */
     while (ibv_get_cq_event(iface->cm.channel, &cq, &cq_ctx) == 0) {
@@ -486,8 +555,10 @@ static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
                 uct_syncmem_cm_probe_wc(iface, &wc[i]);
                 continue;
             }
-            if (wc[i].opcode != IBV_WC_RECV) {
-                --iface->cm.sends_posted;
+            failed |= (wc[i].status != IBV_WC_SUCCESS);
+            /* by slot: the opcode of a failed completion is undefined */
+            if (wc[i].wr_id >= UCT_SYNCMEM_CM_RECVS) {
+                iface->cm.sends_posted -= (iface->cm.sends_posted > 0);
                 continue;
             }
             if (wc[i].status == IBV_WC_SUCCESS) {
@@ -503,6 +574,9 @@ static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
         }
     }
 
+    if (failed) {
+        uct_syncmem_cm_qp_recover(iface);
+    }
     if ((iface->cm.sends_posted == 0) && (iface->cm.retired != NULL)) {
         uct_syncmem_cm_free_retired(iface);
     }
@@ -595,10 +669,7 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
     size_t size = (UCT_SYNCMEM_CM_RECVS + UCT_SYNCMEM_CM_SENDS) *
                   UCT_SYNCMEM_CM_SLOT;
     struct ibv_qp_init_attr init = {};
-    struct ibv_qp_attr attr      = {};
     ucs_status_t status;
-    unsigned slot;
-    int ret;
 
     ucs_list_head_init(&iface->cm.passive);
     iface->cm.retired      = NULL;
@@ -662,33 +733,9 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
         goto err_mr;
     }
 
-    attr.qp_state   = IBV_QPS_INIT;
-    attr.pkey_index = 0;
-    attr.port_num   = iface->port.num;
-    attr.qkey       = UCT_SYNCMEM_CM_QKEY;
-    ret = ibv_modify_qp(iface->cm.qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                        IBV_QP_PORT | IBV_QP_QKEY);
-    if (!ret) {
-        attr.qp_state = IBV_QPS_RTR;
-        ret = ibv_modify_qp(iface->cm.qp, &attr, IBV_QP_STATE);
-    }
-    if (!ret) {
-        attr.qp_state = IBV_QPS_RTS;
-        attr.sq_psn   = 0;
-        ret = ibv_modify_qp(iface->cm.qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN);
-    }
-    if (ret) {
-        ucs_error("syncmem: bringing up the UD QP on %s failed: %s", md->name,
-                  strerror(ret));
-        status = UCS_ERR_IO_ERROR;
+    status = uct_syncmem_cm_qp_up(iface);
+    if (status != UCS_OK) {
         goto err_qp;
-    }
-
-    for (slot = 0; slot < UCT_SYNCMEM_CM_RECVS; ++slot) {
-        status = uct_syncmem_cm_post_recv(iface, slot);
-        if (status != UCS_OK) {
-            goto err_qp;
-        }
     }
 
     ibv_req_notify_cq(iface->cm.cq, 0);

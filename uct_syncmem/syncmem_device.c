@@ -9,8 +9,15 @@
 #include "syncmem_addr.h"
 
 #include <ucs/sys/string.h>
+#include <ucs/datastruct/string_buffer.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
+
+#define UCT_SYNCMEM_PKEY_PARTITION  0x7fffu  /* the partition, without ... */
+#define UCT_SYNCMEM_PKEY_FULL       0x8000u  /* ... the membership bit */
+#define UCT_SYNCMEM_SL_MAX          15
+#define UCT_SYNCMEM_TCLASS_MAX      255
 
 
 ucs_status_t uct_syncmem_device_parse_name(const uct_syncmem_md_t *md,
@@ -86,11 +93,80 @@ static enum ibv_mtu uct_syncmem_mtu_from_bytes(unsigned long bytes)
     return mtu;
 }
 
+/*
+ * The P_Key table index of partition want (UCS_HEXUNITS_AUTO: any), a
+ * full-membership entry first, as UCX's own verbs transports choose: a
+ * limited member cannot talk to another limited member. A partition that
+ * is not in the table is an error listing the table, so that the user sees
+ * what the subnet manager gave this port.
+ */
+static ucs_status_t uct_syncmem_port_find_pkey(uct_syncmem_md_t *md,
+                                               uint8_t port_num, int tbl_len,
+                                               size_t want,
+                                               uct_syncmem_port_t *port)
+{
+    int found = -1, i;
+    UCS_STRING_BUFFER_ONSTACK(table, 128);
+    uint16_t pkey, found_pkey = 0;
+    __be16 raw;
+
+    if ((want != UCS_HEXUNITS_AUTO) && (want > UCT_SYNCMEM_PKEY_PARTITION)) {
+        ucs_error("syncmem: UCX_SYNCMEM_PKEY=0x%zx is out of range: give the"
+                  " partition, 0x0..0x7fff, without the membership bit"
+                  " (0x8000)", want);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    for (i = 0; i < tbl_len; ++i) {
+        if (ibv_query_pkey(md->ctx, port_num, i, &raw)) {
+            continue;
+        }
+        pkey = ntohs(raw);
+        if ((pkey & UCT_SYNCMEM_PKEY_PARTITION) == 0) {
+            continue; /* 0: an empty entry */
+        }
+        ucs_string_buffer_appendf(&table, "%s[%d] 0x%04x",
+                                  (ucs_string_buffer_length(&table) > 0) ?
+                                  ", " : "", i, pkey);
+        if ((want != UCS_HEXUNITS_AUTO) &&
+            ((pkey & UCT_SYNCMEM_PKEY_PARTITION) != want)) {
+            continue;
+        }
+        if ((found < 0) || (!(found_pkey & UCT_SYNCMEM_PKEY_FULL) &&
+                            (pkey & UCT_SYNCMEM_PKEY_FULL))) {
+            found      = i;
+            found_pkey = pkey;
+        }
+    }
+
+    if (found < 0) {
+        if (want == UCS_HEXUNITS_AUTO) {
+            ucs_error("syncmem: the P_Key table of %s:%u has no valid entry"
+                      " (%s); is a subnet manager running?", md->name,
+                      port_num, (ucs_string_buffer_length(&table) > 0) ?
+                      ucs_string_buffer_cstr(&table) : "all empty");
+        } else {
+            ucs_error("syncmem: UCX_SYNCMEM_PKEY=0x%zx is not in the P_Key"
+                      " table of %s:%u (%s); set it to one of these"
+                      " partitions (the low 15 bits), or have the subnet"
+                      " manager add it to this port", want, md->name,
+                      port_num, (ucs_string_buffer_length(&table) > 0) ?
+                      ucs_string_buffer_cstr(&table) : "all empty");
+        }
+        return UCS_ERR_NO_ELEM;
+    }
+
+    port->pkey_index = found;
+    port->pkey       = found_pkey;
+    return UCS_OK;
+}
+
 ucs_status_t uct_syncmem_port_open(uct_syncmem_md_t *md, uint8_t port_num,
                                    const uct_syncmem_iface_config_t *config,
                                    uct_syncmem_port_t *port)
 {
     struct ibv_port_attr attr;
+    ucs_status_t status;
     enum ibv_mtu cap;
     int ret;
 
@@ -128,9 +204,8 @@ ucs_status_t uct_syncmem_port_open(uct_syncmem_md_t *md, uint8_t port_num,
 
     if (attr.link_layer == IBV_LINK_LAYER_ETHERNET) {
         if (config->gid_index == UCS_ULUNITS_AUTO) {
-            ucs_status_t status = uct_syncmem_port_find_gid(md, port_num,
-                                                            attr.gid_tbl_len,
-                                                            &port->gid_index);
+            status = uct_syncmem_port_find_gid(md, port_num, attr.gid_tbl_len,
+                                               &port->gid_index);
             if (status != UCS_OK) {
                 return status;
             }
@@ -155,9 +230,28 @@ ucs_status_t uct_syncmem_port_open(uct_syncmem_md_t *md, uint8_t port_num,
         return UCS_ERR_IO_ERROR;
     }
 
-    ucs_debug("syncmem: %s:%u %s lid %u gid index %u mtu %u", md->name,
-              port_num, (attr.link_layer == IBV_LINK_LAYER_ETHERNET) ?
-              "RoCE" : "IB", port->lid, port->gid_index, 128u << port->mtu);
+    status = uct_syncmem_port_find_pkey(md, port_num, attr.pkey_tbl_len,
+                                        config->pkey, port);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    if ((config->sl > UCT_SYNCMEM_SL_MAX) ||
+        (config->traffic_class > UCT_SYNCMEM_TCLASS_MAX)) {
+        ucs_error("syncmem: UCX_SYNCMEM_SL=%lu or UCX_SYNCMEM_TRAFFIC_CLASS=%lu"
+                  " is out of range (SL 0..%d, traffic class 0..%d, both"
+                  " decimal)", config->sl, config->traffic_class,
+                  UCT_SYNCMEM_SL_MAX, UCT_SYNCMEM_TCLASS_MAX);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    port->sl            = config->sl;
+    port->traffic_class = config->traffic_class;
+
+    ucs_debug("syncmem: %s:%u %s lid %u gid index %u mtu %u pkey[%u] 0x%04x"
+              " sl %u traffic class %u", md->name, port_num,
+              (attr.link_layer == IBV_LINK_LAYER_ETHERNET) ? "RoCE" : "IB",
+              port->lid, port->gid_index, 128u << port->mtu, port->pkey_index,
+              port->pkey, port->sl, port->traffic_class);
     return UCS_OK;
 }
 

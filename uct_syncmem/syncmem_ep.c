@@ -86,6 +86,7 @@ static void uct_syncmem_ep_qp_to_error(uct_syncmem_ep_t *ep)
                   strerror(ret));
         return;
     }
+    uct_syncmem_ep_ring(ep); /* not rung yet: flushed with the rest */
 
     if (ep->tx.available >= (int)iface->config.tx_queue_len) {
         return; /* nothing outstanding */
@@ -190,7 +191,9 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     self->tx.sn            = 0;
     self->tx.acked_sn      = 0;
     self->tx.unsignaled    = 0;
+    self->tx.rung_sn       = 0;
     self->cm.gen           = 0;
+    ucs_list_head_init(&self->db_list);
     ucs_queue_head_init(&self->tx.outstanding);
     ucs_arbiter_group_init(&self->arb_group);
 
@@ -251,6 +254,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_ep_t)
     ucs_list_del(&self->list);
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     uct_syncmem_ep_set_state(self, UCT_SYNCMEM_EP_FAILED);
+    ucs_list_del(&self->db_list); /* requests not rung: canceled below */
 
     it = kh_get(uct_syncmem_qp_eps, &iface->qp_eps, self->qp->qp_num);
     if (it != kh_end(&iface->qp_eps)) {
@@ -304,6 +308,7 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
         return ep->status;
     } else if (!ucs_arbiter_group_is_empty(&ep->arb_group) &&
                (iface->dispatching != ep)) {
+        uct_syncmem_ep_ring(ep);
         return UCS_ERR_NO_RESOURCE; /* after what is pending */
     }
 
@@ -321,6 +326,9 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
         if (status != UCS_OK) {
             return status;
         }
+    }
+    if (ep->state == UCT_SYNCMEM_EP_CONNECTED) {
+        uct_syncmem_ep_ring(ep); /* a flush waits: nothing may linger */
     }
 
     if (comp != NULL) {
@@ -383,6 +391,7 @@ ucs_status_t uct_syncmem_ep_check(uct_ep_h tl_ep, unsigned flags,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
+    ucs_status_t status;
 
     if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
         uct_syncmem_ep_has_outstanding(iface, ep) ||
@@ -390,7 +399,9 @@ ucs_status_t uct_syncmem_ep_check(uct_ep_h tl_ep, unsigned flags,
         return UCS_OK; /* failing, connecting, or already being checked */
     }
 
-    return uct_syncmem_ep_post_nop(iface, ep);
+    status = uct_syncmem_ep_post_nop(iface, ep);
+    uct_syncmem_ep_ring(ep);
+    return status;
 }
 
 ucs_status_t uct_syncmem_ep_fence(uct_ep_h tl_ep, unsigned flags)
@@ -410,6 +421,9 @@ ucs_status_t uct_syncmem_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
 
+    if (ep->state == UCT_SYNCMEM_EP_CONNECTED) {
+        uct_syncmem_ep_ring(ep); /* the caller waits for room */
+    }
     if ((ep->state == UCT_SYNCMEM_EP_FAILED) ||
         (uct_syncmem_ep_has_tx_res(iface, ep) &&
          ucs_arbiter_group_is_empty(&ep->arb_group))) {

@@ -111,8 +111,9 @@ ucs_status_t uct_syncmem_iface_event_arm(uct_iface_h tl_iface, unsigned events)
         ibv_ack_cq_events(iface->rx.cq, rx_events);
     }
 
+    /* requests not rung yet would never complete while we sleep */
     if ((tx_events + rx_events > 0) || (iface->cm.connecting > 0) ||
-        (iface->stashed != 0)) {
+        (iface->stashed != 0) || !ucs_list_is_empty(&iface->db_eps)) {
         return UCS_ERR_BUSY;
     }
 
@@ -131,5 +132,6 @@ ucs_status_t uct_syncmem_iface_event_arm(uct_iface_h tl_iface, unsigned events)
         }
     }
 
+    iface->armed = 1;
     return UCS_OK;
 }

@@ -51,7 +51,7 @@ ucs_status_t uct_syncmem_fault_ep_init(uct_syncmem_ep_t *ep)
     unsigned entries = ucs_roundup_pow2(iface->config.tx_queue_len + 2);
 
     memset(&ep->rc, 0, sizeof(ep->rc));
-    if (!iface->config.reconnect) {
+    if (!iface->config.reconnect && (iface->config.db_batch <= 1)) {
         return UCS_OK;
     }
 
@@ -109,6 +109,9 @@ void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status)
     uct_syncmem_op_t *op;
 
     uct_syncmem_ep_destroy_old_qp(ep);
+    ucs_list_del(&ep->db_list);
+    ucs_list_head_init(&ep->db_list);
+    ep->tx.rung_sn       = ep->tx.sn;
     iface->cq_available += iface->config.tx_queue_len - ep->tx.available;
     ep->tx.available     = iface->config.tx_queue_len;
     ep->tx.acked_sn      = ep->tx.sn;
@@ -142,8 +145,12 @@ static int uct_syncmem_wc_is_link_error(enum ibv_wc_status status)
 {
     /* retry exceeded: no acknowledgement came back (link, switch, peer
      * host); flushed with no error before it: the QP was moved to the
-     * error state by something other than us (port event, FAULT_QP_ERROR) */
-    return (status == IBV_WC_RETRY_EXC_ERR) || (status == IBV_WC_WR_FLUSH_ERR);
+     * error state by something other than us (port event, FAULT_QP_ERROR);
+     * local QP operation error: Soft-RoCE's answer when it cannot route
+     * the packet (the netdev went down) */
+    return (status == IBV_WC_RETRY_EXC_ERR) ||
+           (status == IBV_WC_WR_FLUSH_ERR) ||
+           (status == IBV_WC_LOC_QP_OP_ERR);
 }
 
 static void uct_syncmem_ep_reconnect_start(uct_syncmem_ep_t *ep,
@@ -181,8 +188,12 @@ static void uct_syncmem_ep_reconnect_start(uct_syncmem_ep_t *ep,
              (uint16_t)(ep->tx.sn - sn + 1),
              ucs_time_to_sec(iface->config.reconnect_timeout));
 
+    /* requests not rung yet are posted on the new QP with the others */
     ep->rc.fail_sn     = sn;
-    ep->rc.old_last_sn = ep->tx.sn;
+    ep->rc.old_last_sn = ep->tx.rung_sn;
+    ep->tx.rung_sn     = ep->tx.sn;
+    ucs_list_del(&ep->db_list);
+    ucs_list_head_init(&ep->db_list);
     ep->rc.qp_ready    = 0;
     ep->rc.started     = ucs_get_time();
     ep->rc.deadline    = ep->rc.started + iface->config.reconnect_timeout;
@@ -227,7 +238,7 @@ void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
         return; /* purged already */
     }
 
-    if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) && (ep->rc.ring != NULL) &&
+    if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) && iface->config.reconnect &&
         uct_syncmem_wc_is_link_error(wc->status)) {
         uct_syncmem_ep_reconnect_start(ep, wc);
         return;
@@ -239,10 +250,7 @@ void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
              uct_syncmem_wc_status(wc->status);
     uct_syncmem_ep_tx_completed(ep, sn, status);
     if (ep->state != UCT_SYNCMEM_EP_FAILED) {
-        ucs_log(iface->super.config.failure_level,
-                "syncmem: ep %p QP 0x%x to iface 0x%" PRIx64 ": %s (vendor"
-                " error 0x%x)", ep, wc->qp_num, ep->cm.peer_iface_id,
-                ibv_wc_status_str(wc->status), wc->vendor_err);
+        uct_syncmem_wc_log(iface, ep, wc);
         uct_syncmem_ep_set_failed(ep, status);
     }
 }
@@ -250,7 +258,8 @@ void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
 /* Rebuild request sn from the replay ring into wr (and its sge). */
 static void uct_syncmem_replay_wr(uct_syncmem_iface_t *iface,
                                   uct_syncmem_ep_t *ep, uint16_t sn,
-                                  struct ibv_send_wr *wr, struct ibv_sge *sge)
+                                  int replay, struct ibv_send_wr *wr,
+                                  struct ibv_sge *sge)
 {
     unsigned idx            = sn & ep->rc.mask;
     uct_syncmem_replay_t *e = &ep->rc.ring[idx];
@@ -261,6 +270,16 @@ static void uct_syncmem_replay_wr(uct_syncmem_iface_t *iface,
     wr->opcode     = e->opcode;
     wr->send_flags = e->send_flags;
     wr->imm_data   = e->imm_data;
+
+    if (!replay && uct_syncmem_opcode_is_atomic(e->opcode)) {
+        wr->wr.atomic.remote_addr = e->remote_addr;
+        wr->wr.atomic.rkey        = e->rkey;
+        wr->wr.atomic.compare_add = e->compare_add;
+        wr->wr.atomic.swap        = e->swap;
+        wr->sg_list               = (struct ibv_sge*)data;
+        wr->num_sge               = e->num_sge;
+        return;
+    }
 
     if (uct_syncmem_opcode_is_atomic(e->opcode)) {
         /* may have run already: never again; an empty write holds its
@@ -287,40 +306,80 @@ static void uct_syncmem_replay_wr(uct_syncmem_iface_t *iface,
     }
 }
 
-/* The new QP is connected and the old one is gone: post again what had
- * not completed, and let the endpoint work. */
-static ucs_status_t uct_syncmem_ep_replay(uct_syncmem_ep_t *ep)
+/* Posts requests first.. from the ring, as chains: a doorbell, or
+ * (replay) what a reconnect must post again. */
+static ucs_status_t uct_syncmem_ep_post_ring(uct_syncmem_ep_t *ep,
+                                             uint16_t first, uint16_t count,
+                                             int replay)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
     struct ibv_send_wr wrs[UCT_SYNCMEM_REPLAY_BATCH], *bad_wr;
     struct ibv_sge sges[UCT_SYNCMEM_REPLAY_BATCH];
-    uint16_t count = ep->tx.sn - ep->rc.fail_sn + 1;
-    uint16_t sn    = ep->rc.fail_sn;
-    unsigned lost  = ep->rc.lost;
+    uint16_t sn = first;
     unsigned n, i;
     int ret;
 
     while (count > 0) {
         n = ucs_min(count, UCT_SYNCMEM_REPLAY_BATCH);
         for (i = 0; i < n; ++i, ++sn) {
-            uct_syncmem_replay_wr(iface, ep, sn, &wrs[i], &sges[i]);
+            uct_syncmem_replay_wr(iface, ep, sn, replay, &wrs[i], &sges[i]);
             wrs[i].next = &wrs[i + 1];
         }
         wrs[n - 1].next = NULL;
         count          -= n;
-        if (count == 0) {
+        if (replay && (count == 0)) {
             /* a flush may wait on the last one: it must complete */
             wrs[n - 1].send_flags |= IBV_SEND_SIGNALED;
             ep->tx.unsignaled      = 0;
         }
         ret = ibv_post_send(ep->qp, wrs, &bad_wr);
         if (ret) {
-            ucs_error("syncmem: ep %p: posting requests again on QP 0x%x"
-                      " failed: %s", ep, ep->qp->qp_num, strerror(ret));
+            ucs_error("syncmem: ep %p: ibv_post_send(QP 0x%x, %u requests)"
+                      " failed: %s", ep, ep->qp->qp_num, n, strerror(ret));
             return UCS_ERR_IO_ERROR;
         }
     }
+    return UCS_OK;
+}
+
+/* Doorbell: post what uct_syncmem_ep_post kept (syncmem_tx.inl). */
+void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
+{
+    uint16_t first = ep->tx.rung_sn + 1;
+    uint16_t count = ep->tx.sn - ep->tx.rung_sn;
+
+    ucs_list_del(&ep->db_list);
+    ucs_list_head_init(&ep->db_list);
+    ep->tx.rung_sn = ep->tx.sn;
+    if ((count > 0) &&
+        (uct_syncmem_ep_post_ring(ep, first, count, 0) != UCS_OK)) {
+        uct_syncmem_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+    }
+}
+
+void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface)
+{
+    uct_syncmem_ep_t *ep, *tmp;
+
+    ucs_list_for_each_safe(ep, tmp, &iface->db_eps, db_list) {
+        uct_syncmem_ep_ring(ep);
+    }
+}
+
+/* The new QP is connected and the old one is gone: post again what had
+ * not completed, and let the endpoint work. */
+static ucs_status_t uct_syncmem_ep_replay(uct_syncmem_ep_t *ep)
+{
+    unsigned lost = ep->rc.lost;
+    ucs_status_t status;
+
+    status = uct_syncmem_ep_post_ring(ep, ep->rc.fail_sn,
+                                      ep->tx.sn - ep->rc.fail_sn + 1, 1);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ep->tx.rung_sn = ep->tx.sn;
 
     ucs_diag("syncmem: ep %p: reconnected to iface 0x%" PRIx64 " after %.0f"
              " ms, %u requests replayed, %u atomics of unknown outcome"
@@ -417,6 +476,7 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
                 if ((ep->tx.unsignaled != 0) &&
                     uct_syncmem_ep_has_tx_res(iface, ep)) {
                     uct_syncmem_ep_post_nop(iface, ep);
+                    uct_syncmem_ep_ring(ep);
                 }
                 continue;
             }

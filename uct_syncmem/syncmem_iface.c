@@ -15,142 +15,6 @@
 #include <math.h>
 
 
-ucs_config_field_t uct_syncmem_iface_config_table[] = {
-    {"", "", NULL, ucs_offsetof(uct_syncmem_iface_config_t, super),
-     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
-
-    {"GID_INDEX", "auto",
-     "RoCE GID table index used for traffic. 'auto' picks a RoCE v2 GID with\n"
-     "an IPv4-mapped address, then any RoCE v2 GID, then any GID. Ignored on\n"
-     "InfiniBand, which routes by LID. See 'show_gids' for the table.",
-     ucs_offsetof(uct_syncmem_iface_config_t, gid_index),
-     UCS_CONFIG_TYPE_ULUNITS},
-
-    {"MTU", "auto",
-     "Largest path MTU in bytes (256, 512, 1024, 2048 or 4096). 'auto' uses\n"
-     "the port's active MTU. Peers use the smaller of their two values.",
-     ucs_offsetof(uct_syncmem_iface_config_t, mtu), UCS_CONFIG_TYPE_ULUNITS},
-
-    {"RX_QUEUE_LEN", "1024",
-     "Receive buffers (of SEG_SIZE bytes) shared by all endpoints of an iface\n"
-     "for active messages. When they run out, senders wait in hardware (RNR\n"
-     "retry) until progress refills them; nothing is lost.",
-     ucs_offsetof(uct_syncmem_iface_config_t, rx_queue_len),
-     UCS_CONFIG_TYPE_UINT},
-
-    {"TX_QUEUE_LEN", "256",
-     "Send queue depth of each endpoint's QP: operations an endpoint may have\n"
-     "outstanding before it answers UCS_ERR_NO_RESOURCE.",
-     ucs_offsetof(uct_syncmem_iface_config_t, tx_queue_len),
-     UCS_CONFIG_TYPE_UINT},
-
-    {"TX_CQ_LEN", "4096",
-     "Size of the send completion queue shared by all endpoints of an iface:\n"
-     "operations the iface may have outstanding in all.",
-     ucs_offsetof(uct_syncmem_iface_config_t, tx_cq_len), UCS_CONFIG_TYPE_UINT},
-
-    {"TX_MODERATION", "64",
-     "Ask for a completion at least every this many sends, even when nobody\n"
-     "waits for one; fewer completions cost less CPU, but send queue slots\n"
-     "come back later. Capped at a quarter of TX_QUEUE_LEN.",
-     ucs_offsetof(uct_syncmem_iface_config_t, tx_moderation),
-     UCS_CONFIG_TYPE_UINT},
-
-    {"TX_MAX_INLINE", "128",
-     "Largest put_short, copied into the work request by the CPU (no DMA\n"
-     "read of the source). The device may grant less; ucx_info shows the\n"
-     "result as put 'short' size.",
-     ucs_offsetof(uct_syncmem_iface_config_t, tx_max_inline),
-     UCS_CONFIG_TYPE_MEMUNITS},
-
-    {"TX_MAX_SGE", "6",
-     "Largest number of iov entries in one zero-copy put or get (also capped\n"
-     "by the device).",
-     ucs_offsetof(uct_syncmem_iface_config_t, tx_max_sge), UCS_CONFIG_TYPE_UINT},
-
-    {"SEG_SIZE", "8k",
-     "Size of the registered send and receive buffers: the largest bcopy\n"
-     "operation and the largest active message.",
-     ucs_offsetof(uct_syncmem_iface_config_t, seg_size),
-     UCS_CONFIG_TYPE_MEMUNITS},
-
-    {"CM_TIMEOUT", "300ms",
-     "Time to wait for the peer's answer to a connection request before\n"
-     "sending it again.",
-     ucs_offsetof(uct_syncmem_iface_config_t, cm_timeout),
-     UCS_CONFIG_TYPE_TIME_UNITS},
-
-    {"CM_RETRIES", "20",
-     "Connection requests sent again before an endpoint fails with\n"
-     "UCS_ERR_ENDPOINT_TIMEOUT (after about CM_TIMEOUT * (CM_RETRIES + 1)).",
-     ucs_offsetof(uct_syncmem_iface_config_t, cm_retries), UCS_CONFIG_TYPE_UINT},
-
-    {"CM_MAX_HALF_OPEN", "256",
-     "Connections this iface accepted whose initiator no keepalive write has\n"
-     "reached yet (each holds a QP); one sender may hold at most half of them.\n"
-     "Connection requests beyond that are dropped (the initiator retries) and\n"
-     "the half-open ones are checked at once, so that those with no peer\n"
-     "behind them are released. Bounds what a flood of requests can take.",
-     ucs_offsetof(uct_syncmem_iface_config_t, cm_max_half_open),
-     UCS_CONFIG_TYPE_UINT},
-
-    {"KEEPALIVE_INTERVAL", "10s",
-     "How often the target side of each connection checks that the endpoint\n"
-     "at the other end still exists; after 3 checks without an answer it\n"
-     "releases the connection (its QP). This is what frees the connections\n"
-     "of peers that died. 'inf' disables it.",
-     ucs_offsetof(uct_syncmem_iface_config_t, keepalive_interval),
-     UCS_CONFIG_TYPE_TIME_UNITS},
-
-    {"RC_TIMEOUT", "67ms",
-     "RC transport timeout: how long the HCA waits for an acknowledgement\n"
-     "before retransmitting (rounded up to 4.096us * 2^N).",
-     ucs_offsetof(uct_syncmem_iface_config_t, rc_timeout), UCS_CONFIG_TYPE_TIME},
-
-    {"RC_RETRY_COUNT", "7",
-     "RC retransmissions before an operation fails with\n"
-     "UCS_ERR_ENDPOINT_TIMEOUT (0..7).",
-     ucs_offsetof(uct_syncmem_iface_config_t, rc_retry_count),
-     UCS_CONFIG_TYPE_UINT},
-
-    {"RC_RNR_RETRY_COUNT", "7",
-     "Retries when the receiver has no buffer posted (0..7, 7 is infinite).",
-     ucs_offsetof(uct_syncmem_iface_config_t, rc_rnr_retry_count),
-     UCS_CONFIG_TYPE_UINT},
-
-    {"RECONNECT", "y",
-     "When an endpoint's QP fails because packets stopped getting through\n"
-     "(RC retries exceeded: a link, switch or port outage) or was moved to the\n"
-     "error state, connect a new QP to the same peer and post again what had\n"
-     "not completed, instead of failing the endpoint. Puts and gets run again,\n"
-     "active messages are delivered once; an atomic that may have run already\n"
-     "is not run again and completes with UCS_ERR_CONNECTION_RESET. Costs a\n"
-     "copy of each request (and of inline data) per endpoint.",
-     ucs_offsetof(uct_syncmem_iface_config_t, reconnect), UCS_CONFIG_TYPE_BOOL},
-
-    {"RECONNECT_TIMEOUT", "5s",
-     "How long an endpoint tries to reconnect before it fails with\n"
-     "UCS_ERR_ENDPOINT_TIMEOUT. A dead peer is detected only after this.",
-     ucs_offsetof(uct_syncmem_iface_config_t, reconnect_timeout),
-     UCS_CONFIG_TYPE_TIME_UNITS},
-
-    {"OP_TIMEOUT", "inf",
-     "An operation (or flush) not completed after this long fails its\n"
-     "endpoint with UCS_ERR_ENDPOINT_TIMEOUT, and every operation outstanding\n"
-     "on it with that status, so that UCP can recover. 'inf': no deadline.",
-     ucs_offsetof(uct_syncmem_iface_config_t, op_timeout),
-     UCS_CONFIG_TYPE_TIME_UNITS},
-
-    {"FAULT_QP_ERROR", "inf",
-     "For testing recovery only: every this often, move the QP of every\n"
-     "connected endpoint to the error state, as a broken link would.",
-     ucs_offsetof(uct_syncmem_iface_config_t, fault_qp_error),
-     UCS_CONFIG_TYPE_TIME_UNITS},
-
-    {NULL}
-};
-
-
 /* One send completion: retire the endpoint's requests up to it. */
 void uct_syncmem_tx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
 {
@@ -176,6 +40,10 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
     unsigned count = 0;
     int i, n;
 
+    iface->armed = 0;
+    if (!ucs_list_is_empty(&iface->db_eps)) {
+        uct_syncmem_iface_ring_all(iface);
+    }
     if (ucs_unlikely(iface->stashed)) {
         count += uct_syncmem_iface_unstash(iface);
     }
@@ -201,6 +69,10 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
         ucs_arbiter_dispatch(&iface->arbiter, 1,
                              uct_syncmem_ep_pending_dispatch, NULL);
     }
+    /* posted from completions (emulated atomics) and the pending queue */
+    if (!ucs_list_is_empty(&iface->db_eps)) {
+        uct_syncmem_iface_ring_all(iface);
+    }
     return count;
 }
 
@@ -212,6 +84,8 @@ static ucs_status_t uct_syncmem_iface_flush(uct_iface_h tl_iface,
     uct_syncmem_ep_t *ep;
     ucs_status_t status;
     unsigned waiting = 0;
+
+    uct_syncmem_iface_ring_all(iface);
 
     /* Callers flush the iface to wait until new endpoints are connected
      * (ucx_perftest does), so connecting counts as outstanding. */
@@ -347,6 +221,21 @@ static ucs_status_t uct_syncmem_iface_query(uct_iface_h tl_iface,
     attr->cap.am.max_hdr          = ucs_min(UCT_SYNCMEM_AM_MAX_HDR,
                                             iface->config.seg_size);
     attr->cap.am.max_iov          = iface->config.max_sge - 1;
+
+    if (iface->config.verify == UCT_SYNCMEM_VERIFY_CRC) {
+        /* the CRC trailer: 4 bytes of each message, one SGE of a zcopy */
+        if (iface->config.max_inline < sizeof(uint64_t) + UCT_SYNCMEM_CRC_LEN) {
+            attr->cap.flags &= ~UCT_IFACE_FLAG_AM_SHORT;
+        }
+        attr->cap.am.max_short = ucs_max(iface->config.max_inline,
+                                         UCT_SYNCMEM_CRC_LEN) -
+                                 UCT_SYNCMEM_CRC_LEN;
+        attr->cap.am.max_bcopy = iface->config.seg_size - UCT_SYNCMEM_CRC_LEN;
+        attr->cap.am.max_zcopy = iface->config.seg_size - UCT_SYNCMEM_CRC_LEN;
+        attr->cap.am.max_hdr   = ucs_min(UCT_SYNCMEM_AM_MAX_HDR,
+                                         attr->cap.am.max_zcopy);
+        attr->cap.am.max_iov   = ucs_max(iface->config.max_sge, 2) - 2;
+    }
 
     attr->latency             = ucs_linear_func_make(
                                   (iface->port.link_layer == IBV_LINK_LAYER_ETHERNET) ?
@@ -585,6 +474,8 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
                                               (unsigned)dev->max_qp_wr);
     self->config.tx_moderation      = ucs_min(config->tx_moderation,
                                               self->config.tx_queue_len / 4);
+    self->config.db_batch           = ucs_max(1, ucs_min(config->tx_db_batch,
+                                              self->config.tx_queue_len));
     self->config.max_inline         = config->tx_max_inline;
     self->config.max_sge            = ucs_min(config->tx_max_sge,
                                               (unsigned)dev->max_sge);
@@ -602,7 +493,16 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.reconnect_timeout  = config->reconnect_timeout;
     self->config.op_timeout         = config->op_timeout;
     self->config.fault_qp_error     = config->fault_qp_error;
+    self->config.verify             = config->verify;
+    /* room in the QP for the drain of a failing endpoint (syncmem_ep.c),
+     * and with VERIFY for the read-back a verified put may add */
+    self->config.tx_queue_len       = ucs_min(self->config.tx_queue_len,
+                                              (unsigned)dev->max_qp_wr - 1 -
+                                              (config->verify !=
+                                               UCT_SYNCMEM_VERIFY_NONE));
     ucs_list_head_init(&self->eps);
+    ucs_list_head_init(&self->db_eps);
+    self->armed = 0;
     kh_init_inplace(uct_syncmem_qp_eps, &self->qp_eps);
     ucs_arbiter_init(&self->arbiter);
 
@@ -611,8 +511,10 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err;
     }
 
-    /* a failing endpoint may post one request over its share: the drain */
-    self->cq = ibv_create_cq(md->ctx, config->tx_cq_len + UCT_SYNCMEM_CQ_SLACK,
+    /* a failing endpoint may post one request over its share (the drain),
+     * and with VERIFY the read of a verified put may overshoot by one */
+    self->cq = ibv_create_cq(md->ctx, config->tx_cq_len + UCT_SYNCMEM_CQ_SLACK +
+                             (config->verify != UCT_SYNCMEM_VERIFY_NONE),
                              NULL, self->channel, 0);
     if (self->cq == NULL) {
         ucs_error("syncmem: ibv_create_cq(%u) on %s failed: %m; lower"
@@ -673,9 +575,14 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err_op_mp;
     }
 
-    status = uct_syncmem_cm_init(self);
+    status = uct_syncmem_verify_init(self, config);
     if (status != UCS_OK) {
         goto err_tx_mp;
+    }
+
+    status = uct_syncmem_cm_init(self);
+    if (status != UCS_OK) {
+        goto err_verify;
     }
 
     ucs_debug("syncmem: iface %p on %s id 0x%" PRIx64 " CM QP 0x%x inline %u"
@@ -684,6 +591,8 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
               self->config.max_sge, self->config.max_sge_rd);
     return UCS_OK;
 
+err_verify:
+    uct_syncmem_verify_cleanup(self);
 err_tx_mp:
     ucs_mpool_cleanup(&self->tx_mp, 1);
 err_op_mp:
@@ -714,6 +623,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_iface_t)
     }
     uct_syncmem_cm_cleanup(self);
     uct_syncmem_fault_iface_cleanup(self);
+    uct_syncmem_verify_cleanup(self);
     ucs_mpool_cleanup(&self->tx_mp, 1);
     ucs_mpool_cleanup(&self->op_mp, 1);
     uct_syncmem_rx_cleanup(self);

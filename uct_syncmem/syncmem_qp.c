@@ -20,8 +20,10 @@ void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
     init->recv_cq             = iface->rx.cq;
     init->srq                 = iface->rx.srq;
     init->sq_sig_all          = 0;   /* we choose which sends complete */
-    /* one more than we use: the drain when the QP fails (syncmem_ep.c) */
-    init->cap.max_send_wr     = iface->config.tx_queue_len + 1;
+    /* one more than we use: the drain when the QP fails (syncmem_ep.c);
+     * VERIFY: one more for the read-back a verified put may add */
+    init->cap.max_send_wr     = iface->config.tx_queue_len + 1 +
+                                (iface->config.verify != UCT_SYNCMEM_VERIFY_NONE);
     init->cap.max_send_sge    = iface->config.max_sge;
     init->cap.max_inline_data = iface->config.max_inline;
 }
@@ -51,7 +53,7 @@ ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
     }
 
     attr.qp_state        = IBV_QPS_INIT;
-    attr.pkey_index      = 0;
+    attr.pkey_index      = iface->port.pkey_index;  /* UCX_SYNCMEM_PKEY */
     attr.port_num        = iface->port.num;
     attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                            IBV_ACCESS_REMOTE_ATOMIC;
@@ -75,6 +77,11 @@ static void uct_syncmem_ah_attr_init(uct_syncmem_iface_t *iface,
     memset(ah, 0, sizeof(*ah));
     ah->port_num = iface->port.num;
     ah->dlid     = peer->lid;
+    ah->sl       = iface->port.sl;
+    /* Every RC QP and every handshake message takes its address from here,
+     * so both carry UCX_SYNCMEM_SL and _TRAFFIC_CLASS; on RoCE v2 the
+     * traffic class becomes the IP header's DSCP/ECN byte. */
+    ah->grh.traffic_class = iface->port.traffic_class;
     if (iface->port.link_layer == IBV_LINK_LAYER_ETHERNET) {
         ah->is_global      = 1;
         ah->grh.dgid       = peer->gid;
@@ -163,4 +170,140 @@ ucs_status_t uct_syncmem_wc_status(enum ibv_wc_status status)
     default:
         return UCS_ERR_IO_ERROR;
     }
+}
+
+/*
+ * What to check for each work completion status: the first thing a user
+ * sees when an endpoint fails. The RD and tag matching statuses cannot
+ * happen with RC QPs; they still get a line, so that every status has one
+ * (test/uct_syncmem/test_wc_advice.cc checks it, and that every
+ * UCX_SYNCMEM_* name here exists).
+ */
+static const struct {
+    const char *name;
+    const char *advice;
+} uct_syncmem_wc_advice_table[] = {
+    [IBV_WC_SUCCESS] = {"SUCCESS", "nothing: the request succeeded"},
+    [IBV_WC_LOC_LEN_ERR] = {"LOC_LEN_ERR",
+        "a request longer than the local QP accepts (inline data, message"
+        " size); check UCX_SYNCMEM_TX_MAX_INLINE and UCX_SYNCMEM_SEG_SIZE"
+        " against the device limits (ibv_devinfo -v)"},
+    [IBV_WC_LOC_QP_OP_ERR] = {"LOC_QP_OP_ERR",
+        "the local QP refused the request (malformed, or an opcode the device"
+        " lacks): a syncmem bug, report it with UCX_LOG_LEVEL=debug output"},
+    [IBV_WC_LOC_EEC_OP_ERR] = {"LOC_EEC_OP_ERR",
+        "an RD end-to-end context error, impossible on RC QPs: check the"
+        " device driver (dmesg)"},
+    [IBV_WC_LOC_PROT_ERR] = {"LOC_PROT_ERR",
+        "a local buffer is not registered with this device, or its memory"
+        " handle was released (uct_md_mem_dereg) before the operation"
+        " completed"},
+    [IBV_WC_WR_FLUSH_ERR] = {"WR_FLUSH_ERR",
+        "secondary: the QP was already in error (an earlier failure on this"
+        " endpoint, a cancel, or a device or port event), so its outstanding"
+        " requests are flushed; look for the first error"},
+    [IBV_WC_MW_BIND_ERR] = {"MW_BIND_ERR",
+        "a memory window bind failed; syncmem binds none: check the device"
+        " driver (dmesg)"},
+    [IBV_WC_BAD_RESP_ERR] = {"BAD_RESP_ERR",
+        "the responder answered with an unexpected transport opcode: a"
+        " corrupted link or a peer QP that is not this connection's; check"
+        " the link (port counters, dmesg) and that both sides run the same"
+        " syncmem"},
+    [IBV_WC_LOC_ACCESS_ERR] = {"LOC_ACCESS_ERR",
+        "the local buffer of a get or fetching atomic is not registered for"
+        " local write: register it with UCT_MD_MEM_ACCESS_LOCAL_WRITE"},
+    [IBV_WC_REM_INV_REQ_ERR] = {"REM_INV_REQ_ERR",
+        "the peer refused the request as invalid: an active message longer"
+        " than its receive buffers (its UCX_SYNCMEM_SEG_SIZE is smaller than"
+        " ours), or an RDMA or atomic length or alignment it does not"
+        " accept"},
+    [IBV_WC_REM_ACCESS_ERR] = {"REM_ACCESS_ERR",
+        "remote region not registered for this access (e.g. written but"
+        " registered read-only), the address outside the registration, or"
+        " the rkey stale (the peer deregistered or unmapped that memory)"},
+    [IBV_WC_REM_OP_ERR] = {"REM_OP_ERR",
+        "the responder could not complete the request (its QP or receive"
+        " queue in error); check the peer's log"},
+    [IBV_WC_RETRY_EXC_ERR] = {"RETRY_EXC_ERR",
+        "no acknowledgement from the peer after all retries: link or peer"
+        " down (process gone, port down, no route to its GID); on a slow or"
+        " lossy network raise UCX_SYNCMEM_RC_RETRY_COUNT or"
+        " UCX_SYNCMEM_RC_TIMEOUT"},
+    [IBV_WC_RNR_RETRY_EXC_ERR] = {"RNR_RETRY_EXC_ERR",
+        "the receiver kept having no buffer posted: it does not progress, or"
+        " has too few; raise UCX_SYNCMEM_RX_QUEUE_LEN on the peer, or set"
+        " UCX_SYNCMEM_RC_RNR_RETRY_COUNT=7 (retry forever)"},
+    [IBV_WC_LOC_RDD_VIOL_ERR] = {"LOC_RDD_VIOL_ERR",
+        "an RD domain violation, impossible on RC QPs: check the device"
+        " driver (dmesg)"},
+    [IBV_WC_REM_INV_RD_REQ_ERR] = {"REM_INV_RD_REQ_ERR",
+        "an invalid RD request, impossible on RC QPs: check the device driver"
+        " (dmesg)"},
+    [IBV_WC_REM_ABORT_ERR] = {"REM_ABORT_ERR",
+        "the responder aborted the operation (its QP destroyed or moved to"
+        " error meanwhile); check the peer's log"},
+    [IBV_WC_INV_EECN_ERR] = {"INV_EECN_ERR",
+        "an invalid RD context number, impossible on RC QPs: check the device"
+        " driver (dmesg)"},
+    [IBV_WC_INV_EEC_STATE_ERR] = {"INV_EEC_STATE_ERR",
+        "an RD context in a bad state, impossible on RC QPs: check the device"
+        " driver (dmesg)"},
+    [IBV_WC_FATAL_ERR] = {"FATAL_ERR",
+        "the device failed: check dmesg and ibv_devinfo; it needs a reset"},
+    [IBV_WC_RESP_TIMEOUT_ERR] = {"RESP_TIMEOUT_ERR",
+        "the responder did not answer in time (overloaded peer or link);"
+        " raise UCX_SYNCMEM_RC_TIMEOUT"},
+    [IBV_WC_GENERAL_ERR] = {"GENERAL_ERR",
+        "an error the provider does not classify: see the vendor error and"
+        " dmesg"},
+    [IBV_WC_TM_ERR] = {"TM_ERR",
+        "a tag matching error; syncmem uses no tag matching: check the device"
+        " driver (dmesg)"},
+    [IBV_WC_TM_RNDV_INCOMPLETE] = {"TM_RNDV_INCOMPLETE",
+        "an incomplete tag matching rendezvous; syncmem uses no tag matching:"
+        " check the device driver (dmesg)"}
+};
+
+static const char *uct_syncmem_wc_name(enum ibv_wc_status status)
+{
+    if (((unsigned)status < ucs_static_array_size(uct_syncmem_wc_advice_table)) &&
+        (uct_syncmem_wc_advice_table[status].name != NULL)) {
+        return uct_syncmem_wc_advice_table[status].name;
+    }
+    return "unknown status";
+}
+
+const char *uct_syncmem_wc_advice(enum ibv_wc_status status)
+{
+    if (((unsigned)status < ucs_static_array_size(uct_syncmem_wc_advice_table)) &&
+        (uct_syncmem_wc_advice_table[status].advice != NULL)) {
+        return uct_syncmem_wc_advice_table[status].advice;
+    }
+    return "a status newer than this syncmem: see the vendor error and dmesg";
+}
+
+/*
+ * The first failed completion of an endpoint. Once a request fails the QP
+ * flushes every request after it (WR_FLUSH_ERR): those are counted here,
+ * once, and never logged one by one. The opcode is not said: a completion
+ * in error has only wr_id, status, qp_num and vendor_err valid (ibv_poll_cq
+ * man page), and ops do not remember theirs.
+ */
+void uct_syncmem_wc_log(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                        const struct ibv_wc *wc)
+{
+    uint16_t flushed = ep->tx.sn - (uint16_t)wc->wr_id;
+    char more[64]    = "";
+
+    if ((flushed > 0) && (wc->status != IBV_WC_WR_FLUSH_ERR)) {
+        ucs_snprintf_zero(more, sizeof(more), "; %u later requests flushed"
+                          " (WR_FLUSH_ERR, not logged)", flushed);
+    }
+    ucs_log(iface->super.config.failure_level,
+            "syncmem: ep %p QP 0x%x to iface 0x%" PRIx64 " (peer QP 0x%x):"
+            " IBV_WC_%s (%s, vendor error 0x%x)%s; check: %s", ep, wc->qp_num,
+            ep->cm.peer_iface_id, ep->cm.peer_rc_qpn,
+            uct_syncmem_wc_name(wc->status), ibv_wc_status_str(wc->status),
+            wc->vendor_err, more, uct_syncmem_wc_advice(wc->status));
 }

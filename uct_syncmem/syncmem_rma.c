@@ -29,6 +29,11 @@ ucs_status_t uct_syncmem_ep_put_short(uct_ep_h tl_ep, const void *buffer,
     struct ibv_send_wr *wr     = &iface->inl_put.wr;
     ucs_status_t status;
 
+    if (ucs_unlikely(iface->config.verify)) {
+        return uct_syncmem_verify_put_short(ep, buffer, length, remote_addr,
+                                            rkey);
+    }
+
     UCT_CHECK_LENGTH(length, 0, iface->config.max_inline, "put_short");
     status = uct_syncmem_ep_check_tx(iface, ep);
     if (ucs_unlikely(status != UCS_OK)) {
@@ -56,6 +61,11 @@ ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     struct ibv_send_wr wr;
     ucs_status_t status;
     ssize_t length;
+
+    if (ucs_unlikely(iface->config.verify)) {
+        return uct_syncmem_verify_put_bcopy(ep, pack_cb, arg, remote_addr,
+                                            rkey);
+    }
 
     status = uct_syncmem_ep_tx_desc(iface, ep, uct_syncmem_op_release, &desc);
     if (ucs_unlikely(status != UCS_OK)) {
@@ -115,6 +125,13 @@ ucs_status_t uct_syncmem_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
     ucs_status_t status;
+
+    if (ucs_unlikely(iface->config.verify)) {
+        return uct_syncmem_verify_put_zcopy(ucs_derived_of(tl_ep,
+                                                           uct_syncmem_ep_t),
+                                            iov, iovcnt, remote_addr, rkey,
+                                            comp);
+    }
 
     status = uct_syncmem_ep_rdma_zcopy(tl_ep, IBV_WR_RDMA_WRITE, iov, iovcnt,
                                        iface->config.max_sge, remote_addr,

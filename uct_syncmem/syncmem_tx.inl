@@ -118,6 +118,13 @@ uct_syncmem_am_imm(const uct_syncmem_ep_t *ep, uint8_t id)
  * that send queue slots come back; a completion retires every request up
  * to it, because RC completes in order. The bookkeeping comes before the
  * post, so that after it only the endpoint is needed.
+ *
+ * Doorbell batching (UCX_SYNCMEM_TX_DB_BATCH > 1): the request is kept in
+ * the replay ring only, and posted with the others as one chain (one
+ * doorbell; on Soft-RoCE one system call) at the next progress, flush or
+ * check, when TX_DB_BATCH have gathered, when the endpoint or the CQ
+ * runs out of room (the caller's next send would block), or at once while
+ * the iface is armed for events (the caller may sleep next).
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_ep_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
@@ -143,10 +150,28 @@ uct_syncmem_ep_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     ep->tx.sn = sn;
     --ep->tx.available;
     --iface->cq_available;
+    if (iface->config.db_batch > 1) {
+        if (op != NULL) {
+            op->sn = sn;
+            ucs_queue_push(&ep->tx.outstanding, &op->queue);
+        }
+        if (ucs_list_is_empty(&ep->db_list)) {
+            ucs_list_add_tail(&iface->db_eps, &ep->db_list);
+        }
+        if (ucs_unlikely(((uint16_t)(sn - ep->tx.rung_sn) >=
+                          iface->config.db_batch) ||
+                         (ep->tx.available <= 0) ||
+                         (iface->cq_available <= 0) || iface->armed)) {
+            uct_syncmem_ep_ring(ep);
+        }
+        return UCS_OK;
+    }
+
     ret = ibv_post_send(ep->qp, wr, &iface->bad_wr);
     if (ucs_unlikely(ret != 0)) {
         return uct_syncmem_ep_post_failed(ep, wr, ret);
     }
+    ep->tx.rung_sn = sn;
 
     if (op != NULL) {
         op->sn = sn;

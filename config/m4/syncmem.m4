@@ -209,6 +209,8 @@ AC_DEFUN([SYNCMEM_CHECK_GTEST], [
 AC_DEFUN([SYNCMEM_CHECK_MPI], [
     AC_PATH_PROG([MPICC], [mpicc])
     AM_CONDITIONAL([HAVE_MPI], [test -n "$MPICC"])
+    AC_PATH_PROG([OSHCC], [oshcc])
+    AM_CONDITIONAL([HAVE_OSHMEM], [test -n "$OSHCC"])
     AC_PATH_PROG([MPICC_MPICH], [mpicc.mpich])
     AM_CONDITIONAL([HAVE_MPICH], [test -n "$MPICC_MPICH"])
 ])

@@ -55,6 +55,8 @@ protected:
             uct_worker_progress(m_worker);
         }
         ASSERT_EQ(UCS_OK, status);
+        // one progress of the sender rings its doorbell (TX_DB_BATCH)
+        uct_worker_progress(m_worker);
     }
 
     // the receiver drains until nothing is left and arming succeeds

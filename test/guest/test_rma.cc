@@ -451,3 +451,49 @@ TEST_F(syncmem_rma_test, garbled_rkey_is_refused)
     uct_rkey_bundle_t rkey;
     EXPECT_NE(UCS_OK, uct_rkey_unpack(m_component, zero.data(), &rkey));
 }
+
+// Doorbell batching (TX_DB_BATCH): requests wait in the endpoint until the
+// batch is full or the next progress; one progress call posts a lone one.
+TEST_F(syncmem_rma_test, doorbell_batch_waits_for_progress_or_a_full_batch)
+{
+    uct_iface_h iface;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
+                                 {{"TX_DB_BATCH", "8"}}));
+    uct_ep_h ep = connect(iface, m_receiver);
+    while (uct_iface_flush(iface, 0, NULL) == UCS_INPROGRESS) {
+        progress(); // connected
+    }
+    buffer *dst = alloc(64 * 8, 0);
+    volatile uint64_t *words = (volatile uint64_t*)dst->data.data();
+
+    // 7 of a batch of 8: nothing is posted until progress
+    for (uint64_t i = 0; i < 7; ++i) {
+        uint64_t v = i + 1;
+        ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &v, 8, (uintptr_t)&words[i],
+                                           dst->rkey.rkey));
+    }
+    usleep(200 * 1000);
+    for (int i = 0; i < 7; ++i) {
+        EXPECT_EQ(0u, words[i]) << "posted before its doorbell";
+    }
+    progress(); // one call rings it; the device does the rest
+    for (int i = 0; (i < 20000) && (words[6] != 7); ++i) {
+        usleep(100);
+    }
+    EXPECT_EQ(7u, words[6]);
+
+    // a full batch is posted at once, with no progress at all
+    for (uint64_t i = 8; i < 16; ++i) {
+        uint64_t v = i + 1;
+        ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &v, 8, (uintptr_t)&words[i],
+                                           dst->rkey.rkey));
+    }
+    for (int i = 0; (i < 20000) && (words[15] != 16); ++i) {
+        usleep(100);
+    }
+    EXPECT_EQ(16u, words[15]);
+    flush(ep);
+    for (uint64_t i = 0; i < 16; ++i) {
+        EXPECT_EQ((i == 7) ? 0 : i + 1, words[i]) << i;
+    }
+}

@@ -303,3 +303,67 @@ TEST_F(syncmem_wire_test, flush_cancel_while_reconnecting)
     EXPECT_EQ(UCS_ERR_CANCELED,
               uct_ep_put_short(ep, &v, 8, (uintptr_t)&mem[0], rkey));
 }
+
+// The netdev itself goes down (ip link): Soft-RoCE then fails requests at
+// once, locally, and its handshake QP too. Both come back when the link
+// does: nothing lost, no error for the user.
+TEST_F(syncmem_wire_test, netdev_down_and_up_loses_nothing)
+{
+    uct_iface_h a, b;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
+                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
+                                  {"CM_TIMEOUT", "50ms"},
+                                  {"RECONNECT_TIMEOUT", "30s"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    uct_ep_h ep;
+    ASSERT_EQ(UCS_OK, connect(a, b, &ep));
+    std::vector<uint64_t> mem(300, 0);
+    uct_rkey_t rkey = remote(mem);
+    ASSERT_EQ(UCS_OK, put_sequence(ep, mem, rkey)); // connected, working
+    std::fill(mem.begin(), mem.end(), 0);
+
+    // down: the route to the peer would fall back to the local table (its
+    // address is on this host) and go around the cut through lo; a
+    // blackhole keeps it cut, as on two real hosts
+    const std::string route = " 10.77.1.2 dev " + m_net[0] +
+                              " src 10.77.1.1 table 100";
+    ASSERT_EQ(0, system(("ip link set " + m_net[0] + " down && ip route"
+                         " replace blackhole 10.77.1.2 table 100").c_str()));
+    ucs_time_t down = ucs_get_time();
+    bool up = false;
+    ucs_status_t status;
+    for (uint64_t i = 0; i < mem.size(); ++i) {
+        uint64_t v = i + 1;
+        while ((status = uct_ep_put_short(ep, &v, 8, (uintptr_t)&mem[i],
+                                          rkey)) == UCS_ERR_NO_RESOURCE) {
+            uct_worker_progress(m_worker);
+            if (!up && (ucs_time_to_sec(ucs_get_time() - down) > 1.0)) {
+                ASSERT_EQ(0, system(("ip link set " + m_net[0] + " up && ip"
+                                     " route replace" + route).c_str()));
+                up = true;
+            }
+        }
+        ASSERT_EQ(UCS_OK, status) << i;
+    }
+    if (!up) {
+        ASSERT_EQ(0, system(("ip link set " + m_net[0] + " up && ip route"
+                             " replace" + route).c_str()));
+    }
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    status = uct_ep_flush(ep, 0, &comp);
+    while ((status == UCS_INPROGRESS) && (comp.count > 0)) {
+        uct_worker_progress(m_worker);
+    }
+    EXPECT_EQ(UCS_OK, (status == UCS_INPROGRESS) ? comp.status : status);
+    EXPECT_TRUE(m_errors.empty());
+    for (uint64_t i = 0; i < mem.size(); ++i) {
+        ASSERT_EQ(i + 1, mem[i]) << i;
+    }
+
+    // and a new endpoint still connects (the handshake QP came back)
+    uct_ep_h ep2;
+    ASSERT_EQ(UCS_OK, connect(a, b, &ep2));
+    std::fill(mem.begin(), mem.end(), 0);
+    EXPECT_EQ(UCS_OK, put_sequence(ep2, mem, rkey));
+    EXPECT_EQ(mem.size(), mem.back());
+}

@@ -6,6 +6,8 @@ extern "C" {
 }
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 namespace {
@@ -64,4 +66,69 @@ TEST(config, every_entry_is_documented)
         ASSERT_NE(nullptr, f->doc) << f->name;
         EXPECT_GT(strlen(f->doc), 20u) << f->name;
     }
+}
+
+TEST(config, verify_is_none_or_crc)
+{
+    uct_syncmem_iface_config_t config;
+
+    ASSERT_EQ(UCS_OK, read_config(&config));
+    EXPECT_EQ(UCT_SYNCMEM_VERIFY_NONE, config.verify);
+    EXPECT_EQ(0u, config.verify_inject);
+    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+
+    {
+        scoped_env verify("UCX_SYNCMEM_VERIFY", "crc");
+        ASSERT_EQ(UCS_OK, read_config(&config));
+        EXPECT_EQ(UCT_SYNCMEM_VERIFY_CRC, config.verify);
+        ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+    }
+
+    scoped_env verify("UCX_SYNCMEM_VERIFY", "md5");
+    EXPECT_NE(UCS_OK, read_config(&config));
+}
+
+TEST(config, pkey_sl_and_traffic_class)
+{
+    uct_syncmem_iface_config_t config;
+
+    ASSERT_EQ(UCS_OK, read_config(&config));
+    EXPECT_EQ((size_t)UCS_HEXUNITS_AUTO, config.pkey);
+    EXPECT_EQ(0ul, config.sl);
+    EXPECT_EQ(0ul, config.traffic_class);
+    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+
+    scoped_env pkey("UCX_SYNCMEM_PKEY", "0x8001");
+    scoped_env sl("UCX_SYNCMEM_SL", "3");
+    scoped_env tc("UCX_SYNCMEM_TRAFFIC_CLASS", "184");
+    ASSERT_EQ(UCS_OK, read_config(&config));
+    EXPECT_EQ(0x8001ul, config.pkey);
+    EXPECT_EQ(3ul, config.sl);
+    EXPECT_EQ(184ul, config.traffic_class);
+    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+}
+
+// The man page's settings are generated from these tables at build time
+// (contrib/gen-manpage.sh); a setting missing there means the generator
+// lost it.
+TEST(config, man_page_lists_every_setting)
+{
+    std::ifstream f(SYNCMEM_BUILDDIR "/doc/uct_syncmem.7");
+    ASSERT_TRUE(f.good()) << "doc/uct_syncmem.7 not built (make)";
+    std::string page((std::istreambuf_iterator<char>(f)),
+                     std::istreambuf_iterator<char>());
+    unsigned count = 0;
+
+    for (ucs_config_field_t *table : {uct_syncmem_iface_config_table,
+                                      uct_syncmem_component.md_config.table}) {
+        for (ucs_config_field_t *f = table; f->name; ++f) {
+            if (f->name[0] == '\0') {
+                continue; // an embedded table: UCX's, listed as common
+            }
+            std::string entry = std::string(".B UCX_SYNCMEM_") + f->name + "=";
+            EXPECT_NE(std::string::npos, page.find(entry)) << entry;
+            ++count;
+        }
+    }
+    EXPECT_GE(count, 20u);
 }

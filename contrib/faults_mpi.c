@@ -1,0 +1,137 @@
+/*
+ * faults_mpi: MPI one-sided operations under a fault (contrib/faults.sh,
+ * the mpi_* rows). Two ranks; rank 0 puts and fetch-adds into rank 1's
+ * window for SECONDS, one passive-target epoch (lock_all), a flush after
+ * each pair:
+ *
+ *   mpirun -np 2 ... faults_mpi SECONDS FLAGFILE
+ *
+ * Rank 0 creates FLAGFILE after its first completed flush (the script times
+ * its fault from then) and prints "stall START END" for every gap of more
+ * than 100 ms between flushes. Every fetch-add must return exactly the
+ * number of adds before it (one origin): less is an add lost, more one
+ * applied twice. At the end rank 1 checks the counter and the last put in
+ * every slot, and prints one "result ..." line. MPI's errors are fatal
+ * (the default handler), so a failure that reaches MPI aborts the job.
+ */
+#include <mpi.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#define NSLOTS     16
+#define SLOT_WORDS 256     /* 2 KiB: two or more packets */
+
+static uint64_t pattern(uint64_t id, unsigned j)
+{
+    return (j == 0) ? id : (id * 0x9e3779b97f4a7c15ull) ^ j;
+}
+
+static double now(void)
+{
+    struct timeval tv;
+
+    gettimeofday(&tv, NULL);
+    return tv.tv_sec + tv.tv_usec * 1e-6;
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t put[SLOT_WORDS], one = 1, old, n = 0, lost = 0, dup = 0;
+    uint64_t corrupt = 0, *base;
+    double secs, end, t, last;
+    unsigned j, s;
+    int rank, size, streaming = 0;
+    MPI_Win win;
+    FILE *f;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if ((size != 2) || (argc != 3)) {
+        if (rank == 0) {
+            fprintf(stderr, "usage: mpirun -np 2 faults_mpi SECONDS FLAGFILE\n");
+        }
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    secs = atof(argv[1]);
+    /* counter in word 0, then the slots */
+    MPI_Win_allocate((1 + NSLOTS * SLOT_WORDS) * 8, 8, MPI_INFO_NULL,
+                     MPI_COMM_WORLD, &base, &win);
+    memset(base, 0, (1 + NSLOTS * SLOT_WORDS) * 8);
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    MPI_Win_lock_all(0, win);
+    if (rank == 0) {
+        end  = now() + 120 + secs;
+        last = now();
+        while (now() < end) {
+            for (j = 0; j < SLOT_WORDS; ++j) {
+                put[j] = pattern(n + 1, j);
+            }
+            MPI_Put(put, SLOT_WORDS, MPI_UINT64_T, 1,
+                    1 + (n % NSLOTS) * SLOT_WORDS, SLOT_WORDS, MPI_UINT64_T,
+                    win);
+            MPI_Fetch_and_op(&one, &old, MPI_UINT64_T, 1, 0, MPI_SUM, win);
+            MPI_Win_flush(1, win);
+            if (old != n) {
+                printf("fetch-add %" PRIu64 " returned %" PRIu64 "\n", n, old);
+                lost += (old < n) ? n - old : 0;
+                dup  += (old > n) ? old - n : 0;
+                n     = old;
+            }
+            ++n;
+            t = now();
+            if (t - last > 0.1) {
+                printf("stall %.3f %.3f\n", last, t);
+            }
+            last = t;
+            if (!streaming) {
+                end       = t + secs;
+                streaming = 1;
+                if ((f = fopen(argv[2], "w")) != NULL) {
+                    fclose(f);
+                }
+            }
+        }
+    }
+    MPI_Win_unlock_all(win);
+    MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&lost, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&dup, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    if (rank == 1) {
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
+        if (base[0] != n) {
+            printf("counter %" PRIu64 ", %" PRIu64 " fetch-adds\n", base[0], n);
+            lost += (base[0] < n) ? n - base[0] : 0;
+            dup  += (base[0] > n) ? base[0] - n : 0;
+        }
+        /* the last put into each slot: put number k went to slot (k-1) % N */
+        for (s = 0; (s < NSLOTS) && (s < n); ++s) {
+            uint64_t id = n - ((n - 1 - s) % NSLOTS);
+            uint64_t *p = base + 1 + ((id - 1) % NSLOTS) * SLOT_WORDS;
+
+            for (j = 0; j < SLOT_WORDS; ++j) {
+                if (p[j] != pattern(id, j)) {
+                    printf("slot %" PRIu64 ": put %" PRIu64 " is not there\n",
+                           (id - 1) % NSLOTS, id);
+                    ++corrupt;
+                    break;
+                }
+            }
+        }
+        MPI_Win_unlock(1, win);
+        printf("result ops_ok=%" PRIu64 " ops_failed=0 lost=%" PRIu64
+               " duplicated=%" PRIu64 " corrupted=%" PRIu64 "\n", 2 * n,
+               lost, dup, corrupt);
+        fflush(stdout);
+    }
+    MPI_Win_free(&win);
+    MPI_Finalize();
+    return 0;
+}

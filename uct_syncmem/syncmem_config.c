@@ -1,0 +1,203 @@
+/*
+ * syncmem - the transport's settings (UCX_SYNCMEM_*): the iface
+ * configuration table, kept apart from the iface code that reads it. The
+ * man page's settings section is generated from it (contrib/gen-manpage.sh).
+ */
+#include "syncmem.h"
+
+
+ucs_config_field_t uct_syncmem_iface_config_table[] = {
+    {"", "", NULL, ucs_offsetof(uct_syncmem_iface_config_t, super),
+     UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"GID_INDEX", "auto",
+     "RoCE GID table index used for traffic. 'auto' picks a RoCE v2 GID with\n"
+     "an IPv4-mapped address, then any RoCE v2 GID, then any GID. Ignored on\n"
+     "InfiniBand, which routes by LID. See 'show_gids' for the table.",
+     ucs_offsetof(uct_syncmem_iface_config_t, gid_index),
+     UCS_CONFIG_TYPE_ULUNITS},
+
+    {"MTU", "auto",
+     "Largest path MTU in bytes (256, 512, 1024, 2048 or 4096). 'auto' uses\n"
+     "the port's active MTU. Peers use the smaller of their two values.",
+     ucs_offsetof(uct_syncmem_iface_config_t, mtu), UCS_CONFIG_TYPE_ULUNITS},
+
+    {"RX_QUEUE_LEN", "1024",
+     "Receive buffers (of SEG_SIZE bytes) shared by all endpoints of an iface\n"
+     "for active messages. When they run out, senders wait in hardware (RNR\n"
+     "retry) until progress refills them; nothing is lost.",
+     ucs_offsetof(uct_syncmem_iface_config_t, rx_queue_len),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"TX_QUEUE_LEN", "256",
+     "Send queue depth of each endpoint's QP: operations an endpoint may have\n"
+     "outstanding before it answers UCS_ERR_NO_RESOURCE.",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_queue_len),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"TX_CQ_LEN", "4096",
+     "Size of the send completion queue shared by all endpoints of an iface:\n"
+     "operations the iface may have outstanding in all.",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_cq_len), UCS_CONFIG_TYPE_UINT},
+
+    {"TX_MODERATION", "64",
+     "Ask for a completion at least every this many sends, even when nobody\n"
+     "waits for one; fewer completions cost less CPU, but send queue slots\n"
+     "come back later. Capped at a quarter of TX_QUEUE_LEN.",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_moderation),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"TX_MAX_INLINE", "128",
+     "Largest put_short, copied into the work request by the CPU (no DMA\n"
+     "read of the source). The device may grant less; ucx_info shows the\n"
+     "result as put 'short' size.",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_max_inline),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TX_DB_BATCH", "16",
+     "Requests posted to the device with one doorbell: they are kept until\n"
+     "this many have gathered, the endpoint or the completion queue runs out\n"
+     "of room, or the next progress, flush or check, whichever comes first,\n"
+     "then posted as one chain (on Soft-RoCE one system call instead of one\n"
+     "per request). 1 posts every request at once.",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_db_batch),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"TX_MAX_SGE", "6",
+     "Largest number of iov entries in one zero-copy put or get (also capped\n"
+     "by the device).",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_max_sge), UCS_CONFIG_TYPE_UINT},
+
+    {"SEG_SIZE", "8k",
+     "Size of the registered send and receive buffers: the largest bcopy\n"
+     "operation and the largest active message.",
+     ucs_offsetof(uct_syncmem_iface_config_t, seg_size),
+     UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"CM_TIMEOUT", "300ms",
+     "Time to wait for the peer's answer to a connection request before\n"
+     "sending it again.",
+     ucs_offsetof(uct_syncmem_iface_config_t, cm_timeout),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
+    {"CM_RETRIES", "20",
+     "Connection requests sent again before an endpoint fails with\n"
+     "UCS_ERR_ENDPOINT_TIMEOUT (after about CM_TIMEOUT * (CM_RETRIES + 1)).",
+     ucs_offsetof(uct_syncmem_iface_config_t, cm_retries), UCS_CONFIG_TYPE_UINT},
+
+    {"CM_MAX_HALF_OPEN", "256",
+     "Connections this iface accepted whose initiator no keepalive write has\n"
+     "reached yet (each holds a QP); one sender may hold at most half of them.\n"
+     "Connection requests beyond that are dropped (the initiator retries) and\n"
+     "the half-open ones are checked at once, so that those with no peer\n"
+     "behind them are released. Bounds what a flood of requests can take.",
+     ucs_offsetof(uct_syncmem_iface_config_t, cm_max_half_open),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"KEEPALIVE_INTERVAL", "10s",
+     "How often the target side of each connection checks that the endpoint\n"
+     "at the other end still exists; after 3 checks without an answer it\n"
+     "releases the connection (its QP). This is what frees the connections\n"
+     "of peers that died. 'inf' disables it.",
+     ucs_offsetof(uct_syncmem_iface_config_t, keepalive_interval),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
+    {"RC_TIMEOUT", "67ms",
+     "RC transport timeout: how long the HCA waits for an acknowledgement\n"
+     "before retransmitting (rounded up to 4.096us * 2^N).",
+     ucs_offsetof(uct_syncmem_iface_config_t, rc_timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"RC_RETRY_COUNT", "7",
+     "RC retransmissions before an operation fails with\n"
+     "UCS_ERR_ENDPOINT_TIMEOUT (0..7).",
+     ucs_offsetof(uct_syncmem_iface_config_t, rc_retry_count),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"RC_RNR_RETRY_COUNT", "7",
+     "Retries when the receiver has no buffer posted (0..7, 7 is infinite).",
+     ucs_offsetof(uct_syncmem_iface_config_t, rc_rnr_retry_count),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"RECONNECT", "y",
+     "When an endpoint's QP fails because packets stopped getting through\n"
+     "(RC retries exceeded: a link, switch or port outage) or was moved to the\n"
+     "error state, connect a new QP to the same peer and post again what had\n"
+     "not completed, instead of failing the endpoint. Puts and gets run again,\n"
+     "active messages are delivered once; an atomic that may have run already\n"
+     "is not run again and completes with UCS_ERR_CONNECTION_RESET. Costs a\n"
+     "copy of each request (and of inline data) per endpoint.",
+     ucs_offsetof(uct_syncmem_iface_config_t, reconnect), UCS_CONFIG_TYPE_BOOL},
+
+    {"RECONNECT_TIMEOUT", "5s",
+     "How long an endpoint tries to reconnect before it fails with\n"
+     "UCS_ERR_ENDPOINT_TIMEOUT. A dead peer is detected only after this.",
+     ucs_offsetof(uct_syncmem_iface_config_t, reconnect_timeout),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
+    {"OP_TIMEOUT", "inf",
+     "An operation (or flush) not completed after this long fails its\n"
+     "endpoint with UCS_ERR_ENDPOINT_TIMEOUT, and every operation outstanding\n"
+     "on it with that status, so that UCP can recover. 'inf': no deadline.",
+     ucs_offsetof(uct_syncmem_iface_config_t, op_timeout),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
+    {"FAULT_QP_ERROR", "inf",
+     "For testing recovery only: every this often, move the QP of every\n"
+     "connected endpoint to the error state, as a broken link would.",
+     ucs_offsetof(uct_syncmem_iface_config_t, fault_qp_error),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
+    {"VERIFY", "none",
+     "Consistency check of the data moved:\n"
+     " none - no check.\n"
+     " crc  - active messages carry a CRC32C of their payload (4 bytes, so\n"
+     "        the largest message is 4 bytes smaller), checked on receipt: a\n"
+     "        message that does not match is dropped, counted and logged.\n"
+     "        Each put is read back (RDMA READ of the same range, in SEG_SIZE\n"
+     "        chunks) and compared by CRC32C with what was written; a mismatch\n"
+     "        fails the put with UCS_ERR_IO_ERROR (its completion, or else its\n"
+     "        endpoint). Cost: a CRC of every byte sent and received, and for\n"
+     "        puts the data crosses the wire twice plus a round trip per\n"
+     "        SEG_SIZE chunk (README, 'Consistency check', has numbers).\n"
+     "A receiver checks every message that carries a CRC, whatever its own\n"
+     "setting.",
+     ucs_offsetof(uct_syncmem_iface_config_t, verify),
+     UCS_CONFIG_TYPE_ENUM(uct_syncmem_verify_names)},
+
+    {"VERIFY_INJECT", "0",
+     "For testing: corrupt every Nth checked message or put on the side that\n"
+     "checks it (the receiver of a message, the reader of a put), by flipping\n"
+     "a byte before the check. 0 = never.",
+     ucs_offsetof(uct_syncmem_iface_config_t, verify_inject),
+     UCS_CONFIG_TYPE_UINT},
+
+    /* Partition and quality of service: syncmem_device.c checks them,
+     * syncmem_qp.c applies them to the RC QPs, the handshake's UD QP and
+     * every address handle. */
+    {"PKEY", "auto",
+     "Partition (P_Key) of every QP, in hex: 0x0..0x7fff, the membership bit\n"
+     "left out (0x7fff is the default partition). It is looked up in the\n"
+     "port's P_Key table (/sys/class/infiniband/<dev>/ports/<port>/pkeys/),\n"
+     "a full-membership entry first; a value not in the table is an error\n"
+     "that lists the table. Both peers must use the same partition. 'auto'\n"
+     "takes the first full-membership entry. On RoCE the table holds only\n"
+     "the default 0xffff.",
+     ucs_offsetof(uct_syncmem_iface_config_t, pkey), UCS_CONFIG_TYPE_HEX},
+
+    {"SL", "0",
+     "Service level of every connection, decimal (0..15). InfiniBand: the\n"
+     "subnet manager maps it to a virtual lane. RoCE: the Ethernet priority\n"
+     "(0..7), sent in the VLAN tag (PCP) when the netdev is a VLAN.",
+     ucs_offsetof(uct_syncmem_iface_config_t, sl), UCS_CONFIG_TYPE_ULUNITS},
+
+    {"TRAFFIC_CLASS", "0",
+     "Traffic class of every connection, decimal (0..255). RoCE v2: the IP\n"
+     "header's DSCP/ECN byte (DSCP in the top 6 bits: DSCP 46 is 184, DSCP\n"
+     "26 is 104), which switches use for priority flow control and ECN\n"
+     "marking.\n"
+     "InfiniBand: the GRH traffic class, used only on routed traffic.",
+     ucs_offsetof(uct_syncmem_iface_config_t, traffic_class),
+     UCS_CONFIG_TYPE_ULUNITS},
+
+    {NULL}
+};
