@@ -23,8 +23,9 @@ run=${1:?usage: gen-manpage.sh SYNCMEM-RUN < TEMPLATE > MANPAGE}
 tmp=$(mktemp)
 trap 'rm -f "$tmp" "$tmp.own" "$tmp.common"' EXIT
 # (env -i: no UCX_* from the caller; PATH for the tools, LD_LIBRARY_PATH
-# for a UCX in its own prefix)
+# for a UCX in its own prefix, ASAN_OPTIONS for a module built with ASan)
 env -i PATH="$PATH" ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} \
+    ${ASAN_OPTIONS:+ASAN_OPTIONS="$ASAN_OPTIONS"} \
     "$run" ucx_info -c -f > "$tmp" 2>&1 || {
     echo "gen-manpage.sh: '$run ucx_info -c -f' failed:" >&2
     cat "$tmp" >&2; exit 1; }
