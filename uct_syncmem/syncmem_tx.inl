@@ -99,8 +99,11 @@ uct_syncmem_replay_save(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
         }
         e->num_sge = 0;
     } else {
+        /* a nop or an empty write has no list (memcpy of NULL is UB) */
         e->num_sge = wr->num_sge;
-        memcpy(data, wr->sg_list, wr->num_sge * sizeof(*wr->sg_list));
+        if (wr->num_sge > 0) {
+            memcpy(data, wr->sg_list, wr->num_sge * sizeof(*wr->sg_list));
+        }
     }
 }
 
