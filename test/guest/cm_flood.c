@@ -73,6 +73,9 @@ int main(int argc, char **argv)
             ctx = ibv_open_device(devs[i]);
         }
     }
+    if (devs != NULL) {
+        ibv_free_device_list(devs); /* an open context outlives the list */
+    }
     if ((ctx == NULL) || ibv_query_port(ctx, 1, &pattr)) {
         fprintf(stderr, "cm_flood: cannot open %s port 1\n", argv[1]);
         return 1;
@@ -204,5 +207,15 @@ int main(int argc, char **argv)
         done += (n > 0) ? n : 0;
     }
     printf("cm_flood: sent %lu messages from QP 0x%x\n", posted, qp->qp_num);
+
+    /* released, so that a leak check of this program (check-asan) sees
+     * only real leaks */
+    ibv_destroy_ah(ah);
+    ibv_destroy_qp(qp);
+    ibv_dereg_mr(mr);
+    ibv_destroy_cq(cq);
+    ibv_dealloc_pd(pd);
+    ibv_close_device(ctx);
+    free(bufs);
     return 0;
 }

@@ -14,6 +14,8 @@ extern "C" {
 
 namespace {
 
+const int refused = -1;
+
 class cm : public testing::Test {
 protected:
     void SetUp() override {
@@ -65,10 +67,11 @@ protected:
         return buf;
     }
 
-    // What the iface decides for buf from src_qp; an accepted connection
-    // is put in the table, as syncmem_cm.c does once its QP exists.
-    uct_syncmem_cm_action_t receive(const std::vector<uint8_t> &buf,
-                                    uint32_t src_qp) {
+    // What the iface decides for buf from src_qp (refused: the message did
+    // not parse; an int, since no action has that value); an accepted
+    // connection is put in the table, as syncmem_cm.c does once its QP exists.
+    int receive(const std::vector<uint8_t> &buf,
+                uint32_t src_qp) {
         uct_syncmem_cm_msg_t m;
         uct_syncmem_port_t peer;
         uct_syncmem_cm_passive_t *p;
@@ -77,7 +80,7 @@ protected:
         if (uct_syncmem_cm_msg_parse(m_iface, buf.data(),
                                      UCT_SYNCMEM_CM_GRH_LEN + buf.size(),
                                      src_qp, &m, &peer) != UCS_OK) {
-            return (uct_syncmem_cm_action_t)-1;
+            return refused;
         }
         uct_syncmem_cm_action_t action = uct_syncmem_cm_decide(m_iface, &m,
                                                                &p, &ep);
@@ -97,8 +100,6 @@ protected:
     uct_syncmem_iface_t *m_iface;
     uint32_t            m_next_qpn = 0x900;
 };
-
-const uct_syncmem_cm_action_t refused = (uct_syncmem_cm_action_t)-1;
 
 } // namespace
 
