@@ -428,7 +428,9 @@ ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     }
     desc->super.comp = comp;
 
-    memcpy(uct_syncmem_desc_data(desc), header, header_length);
+    if (header_length > 0) { /* no header may come as NULL */
+        memcpy(uct_syncmem_desc_data(desc), header, header_length);
+    }
     sge[0].addr   = (uintptr_t)uct_syncmem_desc_data(desc);
     sge[0].length = header_length;
     sge[0].lkey   = desc->lkey;

@@ -93,6 +93,9 @@ uct_syncmem_replay_save(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
         /* the source may be the caller's stack: copy the bytes */
         e->inline_len = 0;
         for (i = 0; i < wr->num_sge; ++i) {
+            if (wr->sg_list[i].length == 0) {
+                continue; /* an empty payload may have no address */
+            }
             memcpy(data + e->inline_len, (void*)(uintptr_t)wr->sg_list[i].addr,
                    wr->sg_list[i].length);
             e->inline_len += wr->sg_list[i].length;

@@ -287,7 +287,9 @@ ucs_status_t uct_syncmem_verify_am_short(uct_syncmem_ep_t *ep, uint8_t id,
     }
 
     memcpy(buf, &hdr, sizeof(hdr));
-    memcpy(buf + sizeof(hdr), payload, length);
+    if (length > 0) { /* no payload may come as NULL */
+        memcpy(buf + sizeof(hdr), payload, length);
+    }
     UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, sizeof(hdr) + length);
     return uct_syncmem_verify_am_inline(ep, id, buf, sizeof(hdr) + length);
 }
@@ -313,6 +315,9 @@ ucs_status_t uct_syncmem_verify_am_short_iov(uct_syncmem_ep_t *ep, uint8_t id,
     }
 
     for (i = 0, offset = 0; i < iovcnt; ++i) {
+        if (uct_iov_get_length(&iov[i]) == 0) {
+            continue; /* an empty entry may have no buffer */
+        }
         memcpy(buf + offset, iov[i].buffer, uct_iov_get_length(&iov[i]));
         offset += uct_iov_get_length(&iov[i]);
     }
@@ -407,7 +412,9 @@ ucs_status_t uct_syncmem_verify_am_zcopy(uct_syncmem_ep_t *ep, uint8_t id,
     }
     desc->super.comp = comp;
 
-    memcpy(uct_syncmem_desc_data(desc), header, header_length);
+    if (header_length > 0) { /* no header may come as NULL */
+        memcpy(uct_syncmem_desc_data(desc), header, header_length);
+    }
     crc     = uct_syncmem_crc32c_iov(uct_syncmem_crc32c(0, header,
                                                         header_length),
                                      iov, iovcnt);

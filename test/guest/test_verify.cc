@@ -94,7 +94,9 @@ void pattern(std::vector<uint8_t> &v, unsigned seed)
 size_t pack_vec(void *dest, void *arg)
 {
     auto *v = static_cast<std::vector<uint8_t>*>(arg);
-    memcpy(dest, v->data(), v->size());
+    if (!v->empty()) { /* an empty vector may have no data */
+        memcpy(dest, v->data(), v->size());
+    }
     return v->size();
 }
 
