@@ -151,6 +151,7 @@ typedef struct uct_syncmem_iface_config {
     unsigned           rc_rnr_retry_count;
     int                reconnect;
     ucs_time_t         reconnect_timeout;
+    ucs_time_t         stall_timeout;  /* UCS_TIME_AUTO: from the retries */
     ucs_time_t         op_timeout;
     ucs_time_t         fault_qp_error; /* testing: force QPs to error */
     int                verify;        /* UCT_SYNCMEM_VERIFY_* */
@@ -257,6 +258,11 @@ typedef struct uct_syncmem_ep {
         ucs_time_t       deadline;
         uint16_t         wd_sn;         /* OP_TIMEOUT watchdog: acked_sn... */
         ucs_time_t       wd_time;       /* ...seen busy since this time */
+        ucs_time_t       st_time;       /* stall: no progress since */
+        uint32_t         st_psn;        /* stall: send PSN seen... */
+        uint8_t          st_psn_valid;  /* ...half-way through */
+        uint8_t          stalls;        /* stall reconnects of stall_sn */
+        uint16_t         stall_sn;      /* the request that stalled */
     } rc;
     struct {
         uint64_t         conn_id;       /* unique within our iface */
@@ -380,6 +386,8 @@ struct uct_syncmem_iface {
         int            reconnect;
         ucs_time_t     reconnect_timeout;
         ucs_time_t     op_timeout;      /* UCS_TIME_INFINITY: none */
+        ucs_time_t     stall_timeout;   /* UCS_TIME_INFINITY: none */
+        ucs_time_t     check_interval;  /* of both; INFINITY: never */
         ucs_time_t     fault_qp_error;
         size_t         replay_data;     /* data area of a replay entry */
         uint8_t        verify;          /* UCT_SYNCMEM_VERIFY_* */

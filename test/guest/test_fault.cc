@@ -399,3 +399,52 @@ TEST_F(syncmem_fault_test, op_timeout_fails_a_stuck_endpoint)
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_errors[0].second);
     EXPECT_TRUE(ams.seen.empty());
 }
+
+// UCX_SYNCMEM_RC_STALL_TIMEOUT: a peer that stops answering without any
+// error (here a receiver with no buffers, which its sender waits for in
+// hardware, RNR, forever; Soft-RoCE that stopped retransmitting looks the
+// same) gets its QP replaced after the stall time. Once the receiver runs
+// again every message arrives exactly once and the user heard of nothing.
+TEST_F(syncmem_fault_test, stall_timeout_replaces_a_silent_qp)
+{
+    uct_worker_h stuck_worker = new_worker();
+    uct_iface_h sender, stuck;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &sender,
+                                 {{"RC_STALL_TIMEOUT", "300ms"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &stuck,
+                                 {{"RX_QUEUE_LEN", "16"}}, {}, stuck_worker));
+    am_counter ams;
+    uct_iface_set_am_handler(stuck, AM_ID, am_counter::cb, &ams, 0);
+    uct_ep_h ep = connect(sender, stuck);
+
+    const uint64_t count = 64;
+    for (uint64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_am_short(ep, AM_ID, i, NULL, 0);
+        })) << i;
+    }
+    // only the sender progresses: message 17 finds no buffer
+    for (long i = 0; (i < 3000000) && (uct_syncmem_ep_reconnects(ep) == 0);
+         ++i) {
+        progress();
+    }
+    EXPECT_GE(uct_syncmem_ep_reconnects(ep), 1u) << "the stall went unnoticed";
+    EXPECT_TRUE(ams.seen.empty());
+
+    // the receiver runs again
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ucs_status_t status = retry([&] { return uct_ep_flush(ep, 0, &comp); });
+    if (status == UCS_INPROGRESS) {
+        for (long i = 0; (i < 2000000) && (comp.count > 0); ++i) {
+            progress();
+            uct_worker_progress(stuck_worker);
+        }
+        status = (comp.count > 0) ? UCS_ERR_TIMED_OUT : comp.status;
+    }
+    EXPECT_EQ(UCS_OK, status);
+    for (long i = 0; (i < 1000000) && (ams.seen.size() < count); ++i) {
+        uct_worker_progress(stuck_worker);
+    }
+    EXPECT_TRUE(ams.exactly_once(count));
+    EXPECT_TRUE(m_errors.empty());
+}
