@@ -252,7 +252,9 @@ typedef struct uct_syncmem_ep {
         uint16_t         fail_sn;       /* first request of unknown outcome */
         uint16_t         old_last_sn;   /* last request posted on old_qp */
         uint16_t         lost_last_sn;  /* the last atomic lost */
-        unsigned         lost;          /* atomics lost, not yet reported */
+        unsigned         lost;          /* atomics lost, not yet retired */
+        uint8_t          lost_silent;   /* one without a completion retired:
+                                           the next flush reports it */
         int              qp_ready;      /* the new QP is connected */
         ucs_time_t       started;
         ucs_time_t       deadline;
@@ -392,7 +394,8 @@ struct uct_syncmem_iface {
         size_t         replay_data;     /* data area of a replay entry */
         uint8_t        verify;          /* UCT_SYNCMEM_VERIFY_* */
     } config;
-    ucs_time_t         next_deadline_check;
+    volatile int       check_due;     /* set by the deadline timer */
+    int                check_id;      /* that timer; -1: none */
 };
 
 
@@ -522,7 +525,10 @@ void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status);
 ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
                                       const uct_syncmem_op_t *op,
                                       ucs_status_t status);
+ucs_status_t uct_syncmem_ep_lost_status(uct_syncmem_ep_t *ep);
 void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface);
+ucs_status_t uct_syncmem_watchdog_init(uct_syncmem_iface_t *iface);
+void uct_syncmem_watchdog_cleanup(uct_syncmem_iface_t *iface);
 ucs_status_t uct_syncmem_fault_iface_init(uct_syncmem_iface_t *iface);
 void uct_syncmem_fault_iface_cleanup(uct_syncmem_iface_t *iface);
 void uct_syncmem_rx_link_push(uct_syncmem_iface_t *iface, uint32_t new_qpn,

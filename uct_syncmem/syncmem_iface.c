@@ -61,7 +61,7 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
     if (ucs_unlikely(iface->cm.connecting > 0)) {
         count += uct_syncmem_cm_progress(iface);
     }
-    if (ucs_unlikely(iface->config.check_interval != UCS_TIME_INFINITY)) {
+    if (ucs_unlikely(iface->check_due)) {
         uct_syncmem_iface_check_deadlines(iface);
     }
 
