@@ -526,9 +526,6 @@ ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
                                       const uct_syncmem_op_t *op,
                                       ucs_status_t status);
 ucs_status_t uct_syncmem_ep_lost_status(uct_syncmem_ep_t *ep);
-void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface);
-ucs_status_t uct_syncmem_watchdog_init(uct_syncmem_iface_t *iface);
-void uct_syncmem_watchdog_cleanup(uct_syncmem_iface_t *iface);
 ucs_status_t uct_syncmem_fault_iface_init(uct_syncmem_iface_t *iface);
 void uct_syncmem_fault_iface_cleanup(uct_syncmem_iface_t *iface);
 void uct_syncmem_rx_link_push(uct_syncmem_iface_t *iface, uint32_t new_qpn,
@@ -538,6 +535,11 @@ int uct_syncmem_rx_is_replayed(uct_syncmem_iface_t *iface, uint32_t qpn,
                                uint16_t sn);
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);
 void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface);
+
+/* syncmem_watchdog.c */
+void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface);
+ucs_status_t uct_syncmem_watchdog_init(uct_syncmem_iface_t *iface);
+void uct_syncmem_watchdog_cleanup(uct_syncmem_iface_t *iface);
 
 /* For tests: move ep's QP to the error state, as a broken link would. */
 ucs_status_t uct_syncmem_ep_inject_qp_error(uct_ep_h ep);
