@@ -341,9 +341,9 @@ static uint8_t uct_syncmem_rc_timeout_exp(double seconds)
     return (uint8_t)ucs_max(1, ucs_min(31, exp));
 }
 
-/* RC_STALL_TIMEOUT: 'auto' waits well past what the HCA's own retries take
- * to report a dead link, so that a stall is only called one when they would
- * have said something by then. */
+/* RC_STALL_TIMEOUT: 'auto' waits well past the time the HCA's own retries
+ * take to report a dead link: a QP called stalled is one whose retries
+ * should have said something long ago. */
 static ucs_time_t
 uct_syncmem_iface_stall_timeout(const uct_syncmem_iface_t *iface,
                                 const uct_syncmem_iface_config_t *config)
