@@ -477,3 +477,50 @@ TEST_F(syncmem_fault_test, stall_timeout_replaces_a_silent_qp)
     EXPECT_TRUE(ams.exactly_once(count));
     EXPECT_TRUE(m_errors.empty());
 }
+
+// A long operation is not a stall. A put keeps sending (its send PSN
+// advances), so it is left alone however long it takes; a get's responses
+// do not move the send PSN, so a long one looks stalled and costs
+// reconnects, each doubling the time allowed, until it completes, intact.
+TEST_F(syncmem_fault_test, stall_timeout_spares_long_puts_and_completes_long_gets)
+{
+    const size_t size = 32 << 20; // ~1 s or more on Soft-RoCE in the guest
+    uct_iface_h iface;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
+                                 {{"RC_STALL_TIMEOUT", "200ms"}}));
+    uct_ep_h ep = connect(iface, m_receiver);
+    buffer *src = alloc(size, 0), *dst = alloc(size, 0), *back = alloc(size, 0);
+    for (size_t i = 0; i < size; i += 8) {
+        uint64_t v = i * 0x9e3779b97f4a7c15ull;
+        memcpy(src->data.data() + i, &v, 8);
+    }
+
+    auto run = [&](std::function<ucs_status_t(uct_completion_t*)> op) {
+        uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+        ucs_status_t status   = retry([&] { return op(&comp); });
+        if (status != UCS_INPROGRESS) {
+            return status;
+        }
+        for (long i = 0; (i < 200000000L) && (comp.count > 0); ++i) {
+            progress();
+        }
+        return (comp.count > 0) ? UCS_ERR_TIMED_OUT : comp.status;
+    };
+
+    uct_iov_t put_iov = { src->data.data(), size, src->memh, 0, 1 };
+    EXPECT_EQ(UCS_OK, run([&](uct_completion_t *c) {
+        return uct_ep_put_zcopy(ep, &put_iov, 1, (uintptr_t)dst->data.data(),
+                                dst->rkey.rkey, c);
+    }));
+    EXPECT_EQ(0u, uct_syncmem_ep_reconnects(ep)) << "a long put taken for a stall";
+
+    uct_iov_t get_iov = { back->data.data(), size, back->memh, 0, 1 };
+    EXPECT_EQ(UCS_OK, run([&](uct_completion_t *c) {
+        return uct_ep_get_zcopy(ep, &get_iov, 1, (uintptr_t)dst->data.data(),
+                                dst->rkey.rkey, c);
+    }));
+    EXPECT_TRUE(0 == memcmp(src->data.data(), dst->data.data(), size));
+    EXPECT_TRUE(0 == memcmp(src->data.data(), back->data.data(), size));
+    EXPECT_TRUE(m_errors.empty());
+    printf("long get: %u reconnects\n", uct_syncmem_ep_reconnects(ep));
+}
