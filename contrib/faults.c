@@ -381,6 +381,19 @@ static void op_wait(op_t *ops, unsigned n, const char *what)
             }
         }
         if (busy && (now() > deadline)) {
+            /* which kinds (a batch: put, get, fetch-add, AM per round, then
+             * the flush), for the post-mortem */
+            unsigned kinds[5] = {0};
+            for (i = 0; i < n; ++i) {
+                if (ops[i].req != NULL) {
+                    ++kinds[(n > 1) && (i == n - 1) ? 4 : i % 4];
+                }
+            }
+            if (n > 1) {
+                printf("note: pending put %u get %u fetch-add %u am %u"
+                       " flush %u\n", kinds[0], kinds[1], kinds[2], kinds[3],
+                       kinds[4]);
+            }
             printf("result hang=1 what=%s pending=%u ops_ok=%" PRIu64
                    " ops_failed=%" PRIu64 "\n", what, busy,
                    ok[0] + ok[1] + ok[2] + ok[3],

@@ -26,7 +26,7 @@ while [ $i -lt "$reps" ]; do
     for verify in none crc; do
         run am_lat_short  $verify -t am_lat  -D short -s 8     -n 2000 -w 100
         run am_bw_bcopy   $verify -t am_bw   -D bcopy -s 4096  -n 2000
-        run am_bw_zcopy   $verify -t am_bw   -D zcopy -s 8192  -n 1000
+        run am_bw_zcopy   $verify -t am_bw   -D zcopy -s 8188  -n 1000
         run put_lat_short $verify -t put_lat -D short -s 8     -n 2000 -w 100
         run put_bw_bcopy  $verify -t put_bw  -D bcopy -s 4096  -n 2000
         run put_bw_zcopy  $verify -t put_bw  -D zcopy -s 65536 -n 500

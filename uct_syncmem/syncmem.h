@@ -152,6 +152,7 @@ typedef struct uct_syncmem_iface_config {
     unsigned           rc_rnr_retry_count;
     int                reconnect;
     ucs_time_t         reconnect_timeout;
+    ucs_time_t         stall_timeout;  /* UCS_TIME_AUTO: from the retries */
     ucs_time_t         op_timeout;
     ucs_time_t         fault_qp_error; /* testing: force QPs to error */
     int                verify;        /* UCT_SYNCMEM_VERIFY_* */
@@ -252,12 +253,19 @@ typedef struct uct_syncmem_ep {
         uint16_t         fail_sn;       /* first request of unknown outcome */
         uint16_t         old_last_sn;   /* last request posted on old_qp */
         uint16_t         lost_last_sn;  /* the last atomic lost */
-        unsigned         lost;          /* atomics lost, not yet reported */
+        unsigned         lost;          /* atomics lost, not yet retired */
+        uint8_t          lost_silent;   /* one without a completion retired:
+                                           the next flush reports it */
         int              qp_ready;      /* the new QP is connected */
         ucs_time_t       started;
         ucs_time_t       deadline;
         uint16_t         wd_sn;         /* OP_TIMEOUT watchdog: acked_sn... */
         ucs_time_t       wd_time;       /* ...seen busy since this time */
+        ucs_time_t       st_time;       /* stall: no progress since */
+        uint32_t         st_psn;        /* stall: send PSN seen... */
+        uint8_t          st_psn_valid;  /* ...half-way through */
+        uint8_t          stalls;        /* stall reconnects of stall_sn */
+        uint16_t         stall_sn;      /* the request that stalled */
     } rc;
     struct {
         uint64_t         conn_id;       /* unique within our iface */
@@ -386,11 +394,14 @@ struct uct_syncmem_iface {
         int            reconnect;
         ucs_time_t     reconnect_timeout;
         ucs_time_t     op_timeout;      /* UCS_TIME_INFINITY: none */
+        ucs_time_t     stall_timeout;   /* UCS_TIME_INFINITY: none */
+        ucs_time_t     check_interval;  /* of both; INFINITY: never */
         ucs_time_t     fault_qp_error;
         size_t         replay_data;     /* data area of a replay entry */
         uint8_t        verify;          /* UCT_SYNCMEM_VERIFY_* */
     } config;
-    ucs_time_t         next_deadline_check;
+    volatile int       check_due;     /* set by the deadline timer */
+    int                check_id;      /* that timer; -1: none */
 };
 
 
@@ -521,7 +532,7 @@ void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status);
 ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
                                       const uct_syncmem_op_t *op,
                                       ucs_status_t status);
-void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface);
+ucs_status_t uct_syncmem_ep_lost_status(uct_syncmem_ep_t *ep);
 ucs_status_t uct_syncmem_fault_iface_init(uct_syncmem_iface_t *iface);
 void uct_syncmem_fault_iface_cleanup(uct_syncmem_iface_t *iface);
 void uct_syncmem_rx_link_push(uct_syncmem_iface_t *iface, uint32_t new_qpn,
@@ -531,6 +542,11 @@ int uct_syncmem_rx_is_replayed(uct_syncmem_iface_t *iface, uint32_t qpn,
                                uint16_t sn);
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);
 void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface);
+
+/* syncmem_watchdog.c */
+void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface);
+ucs_status_t uct_syncmem_watchdog_init(uct_syncmem_iface_t *iface);
+void uct_syncmem_watchdog_cleanup(uct_syncmem_iface_t *iface);
 
 /* For tests: move ep's QP to the error state, as a broken link would. */
 ucs_status_t uct_syncmem_ep_inject_qp_error(uct_ep_h ep);

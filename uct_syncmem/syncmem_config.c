@@ -134,6 +134,21 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      ucs_offsetof(uct_syncmem_iface_config_t, reconnect_timeout),
      UCS_CONFIG_TYPE_TIME_UNITS},
 
+    {"RC_STALL_TIMEOUT", "auto",
+     "With RECONNECT: an endpoint whose oldest operation has not completed\n"
+     "for this long, while its QP sent nothing new (its send PSN did not\n"
+     "advance), is taken for wedged: its QP is moved to the error state and\n"
+     "replaced as after a link failure. This catches a device that stops\n"
+     "retransmitting without reporting an error (seen on Soft-RoCE after a\n"
+     "link flap). A receiver that posts no buffers for this long (RNR wait),\n"
+     "or a single get that takes longer, looks the same: it costs a\n"
+     "reconnect, nothing is lost, and the endpoint waits twice as long before\n"
+     "the next one until that operation completes. 'auto': 4 times the RC\n"
+     "retry window (RC_TIMEOUT * (RC_RETRY_COUNT + 1)), at least 2 s.\n"
+     "'inf': off.",
+     ucs_offsetof(uct_syncmem_iface_config_t, stall_timeout),
+     UCS_CONFIG_TYPE_TIME_UNITS},
+
     {"OP_TIMEOUT", "inf",
      "An operation (or flush) not completed after this long fails its\n"
      "endpoint with UCS_ERR_ENDPOINT_TIMEOUT, and every operation outstanding\n"

@@ -313,7 +313,7 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
     }
 
     if (!uct_syncmem_ep_has_outstanding(iface, ep)) {
-        return UCS_OK;
+        return (ep->rc.ring == NULL) ? UCS_OK : uct_syncmem_ep_lost_status(ep);
     }
 
     /* The last request is unsignalled: nothing would ever report it. */

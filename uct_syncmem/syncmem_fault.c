@@ -22,15 +22,17 @@
  *       (uct_syncmem_rx_is_replayed), so each is delivered exactly once;
  *     - atomics: never twice. The HCA executes them with no trace the next
  *       QP could consult, so one of unknown outcome is replaced by an empty
- *       write and fails: its completion gets UCS_ERR_CONNECTION_RESET, and
- *       the next flush does too (what reports a posted atomic).
+ *       write and fails: its completion gets UCS_ERR_CONNECTION_RESET; the
+ *       next flush does too only if one had no completion (a posted atomic:
+ *       nothing else can report it).
  *     Completions still come in request order, so ordering, fences and
  *     flush mean what they meant before.
  *  4. Past the deadline everything outstanding fails with
  *     UCS_ERR_ENDPOINT_TIMEOUT and the error handler is called, once.
  *
  * A dead peer looks like a link that stays down: it is detected after
- * RECONNECT_TIMEOUT instead of after the RC retries.
+ * RECONNECT_TIMEOUT instead of after the RC retries. A QP that stops
+ * without any error is found by the stall check (syncmem_watchdog.c).
  */
 #include "syncmem.h"
 #include "syncmem_tx.inl"
@@ -120,8 +122,14 @@ void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status)
     }
 }
 
-/* The status an op retires with while atomics lost to a reconnect are not
- * yet reported: theirs, and that of the flush that follows them. */
+/*
+ * The status an op retires with while atomics lost to a reconnect are not
+ * yet reported. The lost atomic itself fails. A flush that follows fails
+ * only if one of them has no completion of its own (a posted atomic, which
+ * only a flush can report): puts and gets were posted again, active
+ * messages delivered once, so the flush has nothing else of unknown outcome
+ * to report, and an atomic with a completion has reported itself.
+ */
 ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
                                       const uct_syncmem_op_t *op,
                                       ucs_status_t status)
@@ -130,15 +138,29 @@ ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
         return status;
     }
 
-    if (ep->rc.ring[op->sn & ep->rc.mask].lost) {
-        return UCS_ERR_CONNECTION_RESET;
+    if (op->handler == uct_syncmem_ep_flush_done) {
+        if (UCS_CIRCULAR_COMPARE16(op->sn, >=, ep->rc.lost_last_sn)) {
+            ep->rc.lost = 0; /* all retired, reported */
+        }
+        return uct_syncmem_ep_lost_status(ep);
     }
-    if ((op->handler == uct_syncmem_ep_flush_done) &&
-        UCS_CIRCULAR_COMPARE16(op->sn, >=, ep->rc.lost_last_sn)) {
-        ep->rc.lost = 0; /* reported */
+    if (ep->rc.ring[op->sn & ep->rc.mask].lost) {
+        if (op->comp == NULL) {
+            ep->rc.lost_silent = 1;
+        }
         return UCS_ERR_CONNECTION_RESET;
     }
     return status;
+}
+
+/* For a flush: did a lost atomic that nobody else reports retire? */
+ucs_status_t uct_syncmem_ep_lost_status(uct_syncmem_ep_t *ep)
+{
+    if (ucs_likely(!ep->rc.lost_silent)) {
+        return UCS_OK;
+    }
+    ep->rc.lost_silent = 0;
+    return UCS_ERR_CONNECTION_RESET;
 }
 
 static int uct_syncmem_wc_is_link_error(enum ibv_wc_status status)
@@ -271,6 +293,10 @@ static void uct_syncmem_replay_wr(uct_syncmem_iface_t *iface,
     wr->send_flags = e->send_flags;
     wr->imm_data   = e->imm_data;
 
+    if (uct_syncmem_opcode_is_atomic(e->opcode) &&
+        UCS_CIRCULAR_COMPARE16(sn, >, ep->rc.old_last_sn)) {
+        replay = 0; /* never reached the old QP: it did not run */
+    }
     if (!replay && uct_syncmem_opcode_is_atomic(e->opcode)) {
         wr->wr.atomic.remote_addr = e->remote_addr;
         wr->wr.atomic.rkey        = e->rkey;
@@ -442,64 +468,6 @@ ucs_status_t uct_syncmem_ep_reconnect_check(uct_syncmem_ep_t *ep,
     return UCS_OK;
 }
 
-/*
- * UCX_SYNCMEM_OP_TIMEOUT: from progress, every quarter of it, look for an
- * endpoint whose oldest request has not completed for that long. RC
- * completes in order, so that is one whose acked_sn has not moved while it
- * had work outstanding. The endpoint fails with UCS_ERR_ENDPOINT_TIMEOUT:
- * its requests are flushed with that status, and UCP purges the pending
- * ones from its error handler.
- */
-void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
-{
-    ucs_time_t now = ucs_get_time();
-    uct_syncmem_ep_t *ep, *expired;
-
-    if (now < iface->next_deadline_check) {
-        return;
-    }
-    iface->next_deadline_check = now + iface->config.op_timeout / 4;
-
-    do {
-        expired = NULL;
-        ucs_list_for_each(ep, &iface->eps, list) {
-            if (((ep->state != UCT_SYNCMEM_EP_CONNECTED) &&
-                 (ep->state != UCT_SYNCMEM_EP_RECONNECTING)) ||
-                (ep->tx.available >= (int)iface->config.tx_queue_len)) {
-                ep->rc.wd_time = 0;
-                continue;
-            }
-            if ((ep->rc.wd_time == 0) || (ep->rc.wd_sn != ep->tx.acked_sn)) {
-                ep->rc.wd_sn   = ep->tx.acked_sn;
-                ep->rc.wd_time = now;
-                /* requests that completed unsignalled would never say so */
-                if ((ep->tx.unsignaled != 0) &&
-                    uct_syncmem_ep_has_tx_res(iface, ep)) {
-                    uct_syncmem_ep_post_nop(iface, ep);
-                    uct_syncmem_ep_ring(ep);
-                }
-                continue;
-            }
-            if (now - ep->rc.wd_time >= iface->config.op_timeout) {
-                expired = ep;
-                break;
-            }
-        }
-
-        if (expired != NULL) {
-            ucs_log(iface->super.config.failure_level,
-                    "syncmem: ep %p to iface 0x%" PRIx64 ": request %u not"
-                    " completed within UCX_SYNCMEM_OP_TIMEOUT (%.3f s);"
-                    " failing the endpoint", expired,
-                    expired->cm.peer_iface_id,
-                    (uint16_t)(expired->tx.acked_sn + 1),
-                    ucs_time_to_sec(iface->config.op_timeout));
-            expired->rc.wd_time = 0;
-            uct_syncmem_ep_set_failed(expired, UCS_ERR_ENDPOINT_TIMEOUT);
-        }
-    } while (expired != NULL);
-}
-
 /* UCX_SYNCMEM_FAULT_QP_ERROR (testing): async timer, lock held. */
 static void uct_syncmem_fault_timer(int id, ucs_event_set_types_t events,
                                     void *arg)
@@ -539,8 +507,13 @@ ucs_status_t uct_syncmem_fault_iface_init(uct_syncmem_iface_t *iface)
     kh_init_inplace(uct_syncmem_qp_link, &iface->rx.replaced);
     iface->rx.links            = NULL;
     iface->rx.have_links       = 0;
-    iface->next_deadline_check = 0;
     iface->cm.fault_id         = -1;
+
+    status = uct_syncmem_watchdog_init(iface);
+    if (status != UCS_OK) {
+        uct_syncmem_fault_iface_cleanup(iface);
+        return status;
+    }
 
     if (iface->config.fault_qp_error == UCS_TIME_INFINITY) {
         return UCS_OK;
@@ -557,6 +530,7 @@ ucs_status_t uct_syncmem_fault_iface_init(uct_syncmem_iface_t *iface)
     if (status != UCS_OK) {
         ucs_error("syncmem: cannot start the FAULT_QP_ERROR timer: %s",
                   ucs_status_string(status));
+        uct_syncmem_fault_iface_cleanup(iface); /* the caller does not */
     }
     return status;
 }
@@ -568,6 +542,7 @@ void uct_syncmem_fault_iface_cleanup(uct_syncmem_iface_t *iface)
     if (iface->cm.fault_id >= 0) {
         ucs_async_remove_handler(iface->cm.fault_id, 1);
     }
+    uct_syncmem_watchdog_cleanup(iface);
     while ((link = iface->rx.links) != NULL) {
         iface->rx.links = link->next;
         ucs_free(link);

@@ -61,7 +61,7 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
     if (ucs_unlikely(iface->cm.connecting > 0)) {
         count += uct_syncmem_cm_progress(iface);
     }
-    if (ucs_unlikely(iface->config.op_timeout != UCS_TIME_INFINITY)) {
+    if (ucs_unlikely(iface->check_due)) {
         uct_syncmem_iface_check_deadlines(iface);
     }
 
@@ -357,6 +357,26 @@ static uint8_t uct_syncmem_rc_timeout_exp(double seconds)
     return (uint8_t)ucs_max(1, ucs_min(31, exp));
 }
 
+/* RC_STALL_TIMEOUT: 'auto' waits well past the time the HCA's own retries
+ * take to report a dead link: a QP called stalled is one whose retries
+ * should have said something long ago. */
+static ucs_time_t
+uct_syncmem_iface_stall_timeout(const uct_syncmem_iface_t *iface,
+                                const uct_syncmem_iface_config_t *config)
+{
+    double window;
+
+    if (!config->reconnect) {
+        return UCS_TIME_INFINITY; /* it acts through the reconnect */
+    }
+    if (config->stall_timeout != UCS_TIME_AUTO) {
+        return config->stall_timeout;
+    }
+    window = 4.096e-6 * (1ull << iface->config.rc_timeout) *
+             (iface->config.rc_retry_count + 1);
+    return ucs_time_from_sec(ucs_max(2.0, 4 * window));
+}
+
 static void uct_syncmem_iface_inline_wr_init(struct ibv_send_wr *wr,
                                              struct ibv_sge *sge, int num_sge,
                                              enum ibv_wr_opcode opcode)
@@ -492,6 +512,13 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.reconnect          = config->reconnect;
     self->config.reconnect_timeout  = config->reconnect_timeout;
     self->config.op_timeout         = config->op_timeout;
+    self->config.stall_timeout      = uct_syncmem_iface_stall_timeout(self,
+                                                                      config);
+    self->config.check_interval     =
+            ucs_min(self->config.op_timeout, self->config.stall_timeout);
+    if (self->config.check_interval != UCS_TIME_INFINITY) {
+        self->config.check_interval /= 4;
+    }
     self->config.fault_qp_error     = config->fault_qp_error;
     self->config.verify             = config->verify;
     /* room in the QP for the drain of a failing endpoint (syncmem_ep.c),

@@ -1,0 +1,201 @@
+/*
+ * syncmem - the watchdog: operation deadlines (UCX_SYNCMEM_OP_TIMEOUT) and
+ * stalled QPs (UCX_SYNCMEM_RC_STALL_TIMEOUT). An async timer, every quarter
+ * of the shorter of the two, asks progress to look at the endpoints, so
+ * that progress itself pays one flag test.
+ */
+#include "syncmem.h"
+#include "syncmem_tx.inl"
+
+#include <ucs/async/async.h>
+#include <ucs/time/time.h>
+#include <string.h>
+
+#define UCT_SYNCMEM_STALL_MAX_SHIFT 5 /* waits at most 32 stall times */
+
+/* 24-bit PSN a is later than b */
+static int uct_syncmem_psn_after(uint32_t a, uint32_t b)
+{
+    return (int32_t)((a - b) << 8) > 0;
+}
+
+/*
+ * UCX_SYNCMEM_RC_STALL_TIMEOUT: a connected endpoint whose oldest request
+ * has not completed for that long. A device that has given up on a QP
+ * without an error (Soft-RoCE after a link flap: both QPs in RTS, the
+ * requester's PSN ahead of the responder's, no retransmission) would keep
+ * it that way forever; its send PSN stops too. A long transfer moves it,
+ * so it counts as progress: it is read half-way through the stall time and
+ * again at the end. The QP is moved to the error state, and the endpoint
+ * reconnects from the flushed completions like after any QP failure.
+ * Each stall of the same request doubles the time allowed the next one,
+ * so that an operation that only needed longer (a huge get, a receiver
+ * that posts no buffers: RNR) still gets to complete.
+ */
+static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
+                                       uct_syncmem_ep_t *ep, ucs_time_t now)
+{
+    struct ibv_qp_attr attr;
+    struct ibv_qp_init_attr init;
+    ucs_time_t allowed;
+    int ret;
+
+    if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
+        (iface->config.stall_timeout == UCS_TIME_INFINITY)) {
+        ep->rc.st_time = 0;
+        return;
+    }
+    if (ep->rc.st_time == 0) {
+        ep->rc.st_time      = now;
+        ep->rc.st_psn_valid = 0;
+        return;
+    }
+
+    allowed = iface->config.stall_timeout <<
+              ucs_min(ep->rc.stalls, UCT_SYNCMEM_STALL_MAX_SHIFT);
+    if (now - ep->rc.st_time < allowed / 2) {
+        return;
+    }
+    if (ibv_query_qp(ep->qp, &attr, IBV_QP_SQ_PSN, &init)) {
+        return; /* cannot tell: do not guess */
+    }
+    if (!ep->rc.st_psn_valid) {
+        ep->rc.st_psn       = attr.sq_psn;
+        ep->rc.st_psn_valid = 1;
+        return;
+    }
+    if (uct_syncmem_psn_after(attr.sq_psn, ep->rc.st_psn)) {
+        ep->rc.st_time      = now; /* the device is still sending */
+        ep->rc.st_psn_valid = 0;
+        return;
+    }
+    if (now - ep->rc.st_time < allowed) {
+        return;
+    }
+
+    ucs_warn("syncmem: ep %p to iface 0x%" PRIx64 ": request %u made no"
+             " progress for %.1f s and QP 0x%x sent nothing new (send PSN"
+             " 0x%x): taking the QP for wedged and reconnecting"
+             " (UCX_SYNCMEM_RC_STALL_TIMEOUT=%.1fs)", ep,
+             ep->cm.peer_iface_id, (uint16_t)(ep->tx.acked_sn + 1),
+             ucs_time_to_sec(now - ep->rc.st_time), ep->qp->qp_num,
+             attr.sq_psn, ucs_time_to_sec(iface->config.stall_timeout));
+    if ((ep->rc.stalls == 0) ||
+        (ep->rc.stall_sn != (uint16_t)(ep->tx.acked_sn + 1))) {
+        ep->rc.stalls   = 0;
+        ep->rc.stall_sn = ep->tx.acked_sn + 1;
+    }
+    ++ep->rc.stalls;
+    ep->rc.st_time = 0;
+
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state = IBV_QPS_ERR;
+    ret           = ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
+    if (ret) {
+        /* tried again after the next stall time; OP_TIMEOUT still holds */
+        ucs_error("syncmem: ep %p: cannot move stalled QP 0x%x to the error"
+                  " state: %s", ep, ep->qp->qp_num, strerror(ret));
+    }
+}
+
+/*
+ * From progress, every quarter of the shorter of UCX_SYNCMEM_OP_TIMEOUT and
+ * UCX_SYNCMEM_RC_STALL_TIMEOUT, look for endpoints whose oldest request has
+ * not completed for that long. RC completes in order, so that is one whose
+ * acked_sn has not moved while it had work outstanding. OP_TIMEOUT fails
+ * the endpoint with UCS_ERR_ENDPOINT_TIMEOUT: its requests are flushed with
+ * that status, and UCP purges the pending ones from its error handler. A
+ * stall (above) replaces the QP instead.
+ */
+void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
+{
+    ucs_time_t now = ucs_get_time();
+    uct_syncmem_ep_t *ep, *expired;
+
+    iface->check_due = 0;
+
+    do {
+        expired = NULL;
+        ucs_list_for_each(ep, &iface->eps, list) {
+            if (((ep->state != UCT_SYNCMEM_EP_CONNECTED) &&
+                 (ep->state != UCT_SYNCMEM_EP_RECONNECTING)) ||
+                (ep->tx.available >= (int)iface->config.tx_queue_len)) {
+                ep->rc.wd_time = 0;
+                ep->rc.st_time = 0;
+                continue;
+            }
+            if ((ep->rc.wd_time == 0) || (ep->rc.wd_sn != ep->tx.acked_sn)) {
+                if ((ep->rc.stalls != 0) &&
+                    UCS_CIRCULAR_COMPARE16(ep->tx.acked_sn, >=,
+                                           ep->rc.stall_sn)) {
+                    ep->rc.stalls = 0; /* what stalled got through */
+                }
+                ep->rc.wd_sn        = ep->tx.acked_sn;
+                ep->rc.wd_time      = now;
+                ep->rc.st_time      = now;
+                ep->rc.st_psn_valid = 0;
+                /* requests that completed unsignalled would never say so */
+                if ((ep->tx.unsignaled != 0) &&
+                    uct_syncmem_ep_has_tx_res(iface, ep)) {
+                    uct_syncmem_ep_post_nop(iface, ep);
+                    uct_syncmem_ep_ring(ep);
+                }
+                continue;
+            }
+            if (now - ep->rc.wd_time >= iface->config.op_timeout) {
+                expired = ep;
+                break;
+            }
+            uct_syncmem_ep_check_stall(iface, ep, now);
+        }
+
+        if (expired != NULL) {
+            ucs_log(iface->super.config.failure_level,
+                    "syncmem: ep %p to iface 0x%" PRIx64 ": request %u not"
+                    " completed within UCX_SYNCMEM_OP_TIMEOUT (%.3f s);"
+                    " failing the endpoint", expired,
+                    expired->cm.peer_iface_id,
+                    (uint16_t)(expired->tx.acked_sn + 1),
+                    ucs_time_to_sec(iface->config.op_timeout));
+            expired->rc.wd_time = 0;
+            uct_syncmem_ep_set_failed(expired, UCS_ERR_ENDPOINT_TIMEOUT);
+        }
+    } while (expired != NULL);
+}
+
+/* Async timer: progress looks at the endpoints' deadlines next time (the
+ * timer cannot: failing an endpoint calls the user outside the lock). */
+static void uct_syncmem_check_timer(int id, ucs_event_set_types_t events,
+                                    void *arg)
+{
+    ((uct_syncmem_iface_t*)arg)->check_due = 1;
+}
+
+ucs_status_t uct_syncmem_watchdog_init(uct_syncmem_iface_t *iface)
+{
+    ucs_status_t status;
+
+    iface->check_due = 0;
+    iface->check_id  = -1;
+    if (iface->config.check_interval == UCS_TIME_INFINITY) {
+        return UCS_OK;
+    }
+
+    status = ucs_async_add_timer(iface->super.worker->async->mode,
+                                 iface->config.check_interval,
+                                 uct_syncmem_check_timer, iface,
+                                 iface->super.worker->async, &iface->check_id);
+    if (status != UCS_OK) {
+        ucs_error("syncmem: cannot start the deadline timer: %s",
+                  ucs_status_string(status));
+    }
+    return status;
+}
+
+void uct_syncmem_watchdog_cleanup(uct_syncmem_iface_t *iface)
+{
+    if (iface->check_id >= 0) {
+        ucs_async_remove_handler(iface->check_id, 1);
+        iface->check_id = -1;
+    }
+}
