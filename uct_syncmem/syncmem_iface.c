@@ -517,7 +517,9 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.check_interval     =
             ucs_min(self->config.op_timeout, self->config.stall_timeout);
     if (self->config.check_interval != UCS_TIME_INFINITY) {
-        self->config.check_interval /= 4;
+        /* a timeout of 0 must not make the timer fire without pause */
+        self->config.check_interval = ucs_max(self->config.check_interval / 4,
+                                              ucs_time_from_msec(1));
     }
     self->config.fault_qp_error     = config->fault_qp_error;
     self->config.verify             = config->verify;
