@@ -366,38 +366,6 @@ static void uct_syncmem_cm_keepalive(int id, ucs_event_set_types_t events,
     uct_syncmem_cm_probe(arg, 0);
 }
 
-/*
- * What the handshake dropped: a stranger can send any number of messages,
- * so this is said at most once a second, as counts. Refused connection
- * requests are a warning (a real peer may be among them); messages that
- * were not for us or malformed are a diagnostic.
- */
-static void uct_syncmem_cm_drops_report(uct_syncmem_iface_t *iface)
-{
-    ucs_time_t now = ucs_get_time();
-
-    if (((iface->cm.dropped == 0) && (iface->cm.refused == 0)) ||
-        (now < iface->cm.drop_report_time + ucs_time_from_sec(1.0))) {
-        return;
-    }
-
-    if (iface->cm.refused != 0) {
-        ucs_warn("syncmem: iface 0x%" PRIx64 " refused %u connection"
-                 " request(s) (%u half-open connections, at most %u, half"
-                 " of them per sender: UCX_SYNCMEM_CM_MAX_HALF_OPEN) and"
-                 " dropped %u malformed or foreign handshake message(s)",
-                 iface->id, iface->cm.refused, iface->cm.half_open,
-                 iface->config.cm_max_half_open, iface->cm.dropped);
-    } else {
-        ucs_diag("syncmem: iface 0x%" PRIx64 " dropped %u malformed or"
-                 " foreign handshake message(s)", iface->id,
-                 iface->cm.dropped);
-    }
-    iface->cm.dropped          = 0;
-    iface->cm.refused          = 0;
-    iface->cm.drop_report_time = now;
-}
-
 /* Async context: one received message (buf after the GRH). */
 static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
                                       const void *buf, uint32_t byte_len,

@@ -81,6 +81,9 @@ uct_syncmem_cm_action_t uct_syncmem_cm_decide(uct_syncmem_iface_t *iface,
                                               uct_syncmem_cm_passive_t **p_p,
                                               uct_syncmem_ep_t **ep_p);
 
+/* Says what the handshake dropped, at most once a second (async context). */
+void uct_syncmem_cm_drops_report(uct_syncmem_iface_t *iface);
+
 /* Table updates, called once the verbs part has done its share. */
 void uct_syncmem_cm_passive_insert(uct_syncmem_iface_t *iface,
                                    uct_syncmem_cm_passive_t *p,
