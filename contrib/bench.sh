@@ -14,7 +14,7 @@
 # syncmem / raw verbs ratios) and writes bench-results/results.csv,
 # callgrind.csv, regcost.txt, rcache.csv, sweep.csv and the plots
 # bandwidth.png, latency.png. --only REGEX selects tests of the main table
-# and the sections 'callgrind' and 'rcache' by name.
+# and the sections 'callgrind', 'rcache' and 'passive' by name.
 #
 #   contrib/bench.sh [--no-build] [--reps N] [--only REGEX] [--sweep|--no-sweep]
 #                    [--min-size BYTES] [--max-size BYTES]
@@ -107,6 +107,9 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     fi
     if [ -z "$only" ] || echo rcache | grep -qE "^($only)"; then
         rcache_main "$reps" "$out"
+    fi
+    if [ -z "$only" ] || echo passive | grep -qE "^($only)"; then
+        passive_main "$reps" "$out"
     fi
     if [ "$sweep" = yes ]; then sweep_main; fi
 }
@@ -211,6 +214,64 @@ rcache_main() {
     done
 }
 
+# UCP's environment for TL (syncmem or rc_verbs): one VAR=VALUE a word.
+ucp_env() {
+    case $1 in
+        syncmem) echo "UCX_TLS=syncmem UCX_NET_DEVICES=$dev" ;;
+        *)       echo "UCX_TLS=rc_verbs,ud_verbs UCX_NET_DEVICES=$dev UCX_UD_VERBS_ETH_DGID_CHECK=n" ;;
+    esac
+}
+
+# Passive target (contrib/passive.c): the origin's atomics while the
+# target computes, target on CPU 0 and origin on CPU 1 (two busy-polling
+# processes on one vCPU crawl). Prints the origin's output.
+passive_pair() {
+    d=$(mktemp -d /dev/shm/passive.XXXXXX)
+    # shellcheck disable=SC2046
+    env $(ucp_env "$1") timeout 300 taskset -c 0 "$top/contrib/syncmem-run" \
+        "$top/contrib/passive" target "$d" > "$d.target" 2>&1 &
+    tpid=$!
+    # shellcheck disable=SC2046
+    env $(ucp_env "$1") timeout 300 taskset -c 1 "$top/contrib/syncmem-run" \
+        "$top/contrib/passive" origin "$d" 2>&1 || echo "origin failed: exit $?"
+    wait $tpid || { echo "target failed: exit $?"; cat "$d.target"; }
+    rm -rf "$d" "$d.target"
+}
+
+passive_main() {
+    reps=$1 out=$2
+    echo "op,slice_ms,transport,rep,median_us,p99_us,slowdown,compute" > "$out/passive.csv"
+    : > "$out/passive.log"
+    rep=1
+    while [ "$rep" -le "$reps" ]; do
+        for tl in syncmem rc_verbs; do
+            echo "   [rep $rep/$reps] passive $tl" >&2
+            echo "== rep $rep $tl" >> "$out/passive.log"
+            passive_pair $tl | tee -a "$out/passive.log" |
+                sed -n 's/^phase op=\([a-z]*\) slice_ms=\([0-9]*\) ops=[0-9]* median_us=\([0-9.]*\) p99_us=\([0-9.]*\)\( slowdown=\([0-9.]*\) compute=\([0-9.]*\)\)*$/\1,\2,'$tl,$rep',\3,\4,\6,\7/p' \
+                >> "$out/passive.csv"
+        done
+        rep=$((rep + 1))
+    done
+    echo "== passive target: 64-bit atomics (UCP) while the target computes in slices"
+    echo "   (0 ms: it progresses all the time); origin latency usec, medians of $reps runs;"
+    echo "   slowdown: the target's time for its slices with the traffic / without."
+    # (passive.c prints the transports UCP chose for atomics)
+    awk '/^== rep/ {t = $4} /^atomics:/ && !seen[t]++ {print "   " t ": UCP " $0}' \
+        "$out/passive.log"
+    printf '%-6s %5s %9s %9s %6s %9s %9s %6s %8s %8s\n' op slice median_s median_r ratio \
+        p99_s p99_r ratio slow_s slow_r
+    for slice in 0 1 10; do
+        for op in fadd cswap swap; do
+            m() { grep "^$op,$slice,$1," "$out/passive.csv" | cut -d, -f"$2" |
+                  grep . | median; }
+            ms=$(m syncmem 5) mr=$(m rc_verbs 5) ps=$(m syncmem 6) pr=$(m rc_verbs 6)
+            ss=$(m syncmem 7) sr=$(m rc_verbs 7)
+            printf '%-6s %5s %9s %9s %6s %9s %9s %6s %8s %8s\n' $op "${slice}ms" \
+                "$ms" "$mr" "$(ratio "$ms" "$mr")" "$ps" "$pr" "$(ratio "$ps" "$pr")" "$ss" "$sr"
+        done
+    done
+}
 
 plot() {
     command -v gnuplot >/dev/null || { echo "(gnuplot missing: no plots)"; return 0; }
