@@ -59,9 +59,10 @@ median() {
                    END {if (!n) print "nan"; else print (n % 2) ? v[(n+1)/2] : (v[n/2]+v[n/2+1])/2}'
 }
 
+# ratio A B [FORMAT]: A / B, "-" if either is missing
 ratio() {
-    awk -v a="$1" -v b="$2" 'BEGIN {
-        if (a == "nan" || b == "nan" || b == 0) print "-"; else printf "%.2f", a / b }'
+    awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN {
+        if (a == "nan" || b == "nan" || b == 0) print "-"; else printf f, a / b }'
 }
 
 guest_main() {
@@ -259,16 +260,19 @@ passive_main() {
     # (passive.c prints the transports UCP chose for atomics)
     awk '/^== rep/ {t = $4} /^atomics:/ && !seen[t]++ {print "   " t ": UCP " $0}' \
         "$out/passive.log"
-    printf '%-6s %5s %9s %9s %6s %9s %9s %6s %8s %8s\n' op slice median_s median_r ratio \
-        p99_s p99_r ratio slow_s slow_r
+    echo "   compute: the same for the compute part alone. _s: syncmem, _r: rc_verbs."
+    printf '%-6s %5s %9s %9s %8s %9s %9s %8s %6s %6s %6s %6s\n' op slice median_s median_r \
+        ratio p99_s p99_r ratio slow_s slow_r comp_s comp_r
     for slice in 0 1 10; do
         for op in fadd cswap swap; do
             m() { grep "^$op,$slice,$1," "$out/passive.csv" | cut -d, -f"$2" |
                   grep . | median; }
             ms=$(m syncmem 5) mr=$(m rc_verbs 5) ps=$(m syncmem 6) pr=$(m rc_verbs 6)
-            ss=$(m syncmem 7) sr=$(m rc_verbs 7)
-            printf '%-6s %5s %9s %9s %6s %9s %9s %6s %8s %8s\n' $op "${slice}ms" \
-                "$ms" "$mr" "$(ratio "$ms" "$mr")" "$ps" "$pr" "$(ratio "$ps" "$pr")" "$ss" "$sr"
+            ss=$(m syncmem 7) sr=$(m rc_verbs 7) cs=$(m syncmem 8) cr=$(m rc_verbs 8)
+            # (3 significant digits: the ratios go far below 0.01)
+            printf '%-6s %5s %9s %9s %8s %9s %9s %8s %6s %6s %6s %6s\n' $op "${slice}ms" \
+                "$ms" "$mr" "$(ratio "$ms" "$mr" %.3g)" "$ps" "$pr" "$(ratio "$ps" "$pr" %.3g)" \
+                "$ss" "$sr" "$cs" "$cr"
         done
     done
 }

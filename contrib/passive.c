@@ -419,9 +419,13 @@ static void print_atomics(void)
     line = strstr(buf, "atomics:");
     if (line != NULL) {
         line[strcspn(line, "\n")] = '\0';
-        printf("%s%s\n", line, (line[8] == '\0') ? " none (emulated with AM)" : "");
+        printf("%s%s\n", line,
+               (line[strspn(line + 8, " ") + 8] == '\0') ?
+               "none (UCP emulates them with active messages)" : "");
     }
     free(buf);
+    /* the lanes, for the log (stderr) */
+    ucp_ep_print_info(ep, stderr);
 }
 
 static int origin(unsigned phase_ms)
@@ -442,11 +446,11 @@ static int origin(unsigned phase_ms)
     }
     init_ucp();
     connect_target();
-    print_atomics();
     /* wireup and warm-up, while the target progresses */
     for (i = 0; i < 20; ++i) {
         one_op(i % OP_LAST);
     }
+    print_atomics();
 
     for (s = 0; s < sizeof(slices_us) / sizeof(slices_us[0]); ++s) {
         slices = slices_us[s] ? (phase_ms * 1000 / slices_us[s]) : phase_ms;
