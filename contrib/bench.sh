@@ -223,56 +223,86 @@ ucp_env() {
     esac
 }
 
-# Passive target (contrib/passive.c): the origin's atomics while the
-# target computes, target on CPU 0 and origin on CPU 1 (two busy-polling
-# processes on one vCPU crawl). Prints the origin's output.
+# Passive target (contrib/passive.c, passive_mpi.c, passive_shmem.c): the
+# origin's atomics while the target computes. passive_pair API TL prints
+# the origin's output. UCP: target on CPU 0 and origin on CPU 1 (two
+# busy-polling processes on one vCPU crawl); MPI and OpenSHMEM: one rank
+# per core (--bind-to core).
 passive_pair() {
-    d=$(mktemp -d /dev/shm/passive.XXXXXX)
     # shellcheck disable=SC2046
-    env $(ucp_env "$1") timeout 300 taskset -c 0 "$top/contrib/syncmem-run" \
-        "$top/contrib/passive" target "$d" > "$d.target" 2>&1 &
-    tpid=$!
-    # shellcheck disable=SC2046
-    env $(ucp_env "$1") timeout 300 taskset -c 1 "$top/contrib/syncmem-run" \
-        "$top/contrib/passive" origin "$d" 2>&1 || echo "origin failed: exit $?"
-    wait $tpid || { echo "target failed: exit $?"; cat "$d.target"; }
-    rm -rf "$d" "$d.target"
+    set -- "$1" "$2" $(ucp_env "$2")
+    api=$1; shift 2
+    case $api in
+    ucp)
+        d=$(mktemp -d /dev/shm/passive.XXXXXX)
+        env "$@" timeout 300 taskset -c 0 "$top/contrib/syncmem-run" \
+            "$top/contrib/passive" target "$d" > "$d.target" 2>&1 &
+        tpid=$!
+        env "$@" timeout 300 taskset -c 1 "$top/contrib/syncmem-run" \
+            "$top/contrib/passive" origin "$d" 2>&1 || echo "origin failed: exit $?"
+        wait $tpid || { echo "target failed: exit $?"; cat "$d.target"; }
+        rm -rf "$d" "$d.target" ;;
+    mpi|shmem)
+        xs="-x $(echo "$@" | sed 's/ / -x /g') -x $("$top/contrib/syncmem-run" --print)"
+        if [ $api = mpi ]; then
+            set -- mpirun --mca osc ucx "$top/contrib/passive_mpi"
+        else
+            # (Debian 12's OSHMEM crashes at finalize with osc rdma)
+            set -- oshrun --mca spml ucx --mca osc ^rdma "$top/contrib/passive_shmem"
+        fi
+        cmd=$1 prog=$5; shift
+        # shellcheck disable=SC2086
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 \
+            $cmd -np 2 --bind-to core --mca pml ucx --mca btl self \
+            --mca pml_ucx_devices any --mca pml_ucx_tls any $xs "$@" 2>&1 ||
+            echo "$cmd $prog failed: exit $?" ;;
+    esac
 }
 
 passive_main() {
     reps=$1 out=$2
-    echo "op,slice_ms,transport,rep,median_us,p99_us,slowdown,compute" > "$out/passive.csv"
+    apis=ucp
+    [ -x "$top/contrib/passive_mpi" ] && command -v mpirun >/dev/null && apis="$apis mpi"
+    [ -x "$top/contrib/passive_shmem" ] && command -v oshrun >/dev/null && apis="$apis shmem"
+    echo "api,op,slice_ms,transport,rep,median_us,p99_us,slowdown,compute" > "$out/passive.csv"
     : > "$out/passive.log"
     rep=1
     while [ "$rep" -le "$reps" ]; do
-        for tl in syncmem rc_verbs; do
-            echo "   [rep $rep/$reps] passive $tl" >&2
-            echo "== rep $rep $tl" >> "$out/passive.log"
-            passive_pair $tl | tee -a "$out/passive.log" |
-                sed -n 's/^phase op=\([a-z]*\) slice_ms=\([0-9]*\) ops=[0-9]* median_us=\([0-9.]*\) p99_us=\([0-9.]*\)\( slowdown=\([0-9.]*\) compute=\([0-9.]*\)\)*$/\1,\2,'$tl,$rep',\3,\4,\6,\7/p' \
-                >> "$out/passive.csv"
+        for api in $apis; do
+            for tl in syncmem rc_verbs; do
+                echo "   [rep $rep/$reps] passive $api $tl" >&2
+                echo "== rep $rep $api $tl" >> "$out/passive.log"
+                passive_pair $api $tl | tee -a "$out/passive.log" |
+                    sed -n 's/^phase op=\([a-z]*\) slice_ms=\([0-9]*\) ops=[0-9]* median_us=\([0-9.]*\) p99_us=\([0-9.]*\)\( slowdown=\([0-9.]*\) compute=\([0-9.]*\)\)*$/'$api',\1,\2,'$tl,$rep',\3,\4,\6,\7/p' \
+                    >> "$out/passive.csv"
+            done
         done
         rep=$((rep + 1))
     done
-    echo "== passive target: 64-bit atomics (UCP) while the target computes in slices"
-    echo "   (0 ms: it progresses all the time); origin latency usec, medians of $reps runs;"
-    echo "   slowdown: the target's time for its slices with the traffic / without."
+    echo "== passive target: 64-bit atomics while the target computes in slices and"
+    echo "   enters the library only between them (0 ms: it waits inside it all the"
+    echo "   time); origin latency usec, medians of $reps runs. slow: the target's time for"
+    echo "   its slices with the traffic / without; comp: the same for the compute part"
+    echo "   alone. _s: syncmem, _r: UCX_TLS=rc_verbs,ud_verbs. ucp: UCP (ucp_atomic_op_nbx),"
+    echo "   mpi: Open MPI osc ucx (MPI_Fetch_and_op, MPI_Compare_and_swap), shmem: OSHMEM."
     # (passive.c prints the transports UCP chose for atomics)
-    awk '/^== rep/ {t = $4} /^atomics:/ && !seen[t]++ {print "   " t ": UCP " $0}' \
+    awk '/^== rep/ {t = $5} /^atomics:/ && !seen[t]++ {print "   " t ": UCP " $0}' \
         "$out/passive.log"
-    echo "   compute: the same for the compute part alone. _s: syncmem, _r: rc_verbs."
-    printf '%-6s %5s %9s %9s %8s %9s %9s %8s %6s %6s %6s %6s\n' op slice median_s median_r \
-        ratio p99_s p99_r ratio slow_s slow_r comp_s comp_r
-    for slice in 0 1 10; do
-        for op in fadd cswap swap; do
-            m() { grep "^$op,$slice,$1," "$out/passive.csv" | cut -d, -f"$2" |
-                  grep . | median; }
-            ms=$(m syncmem 5) mr=$(m rc_verbs 5) ps=$(m syncmem 6) pr=$(m rc_verbs 6)
-            ss=$(m syncmem 7) sr=$(m rc_verbs 7) cs=$(m syncmem 8) cr=$(m rc_verbs 8)
-            # (3 significant digits: the ratios go far below 0.01)
-            printf '%-6s %5s %9s %9s %8s %9s %9s %8s %6s %6s %6s %6s\n' $op "${slice}ms" \
-                "$ms" "$mr" "$(ratio "$ms" "$mr" %.3g)" "$ps" "$pr" "$(ratio "$ps" "$pr" %.3g)" \
-                "$ss" "$sr" "$cs" "$cr"
+    grep -E "failed|wrong=[1-9]" "$out/passive.log" | sort | uniq -c | sed 's/^/   FAILED: /'
+    printf '%-5s %-6s %5s %9s %9s %8s %9s %9s %8s %6s %6s %6s %6s\n' api op slice \
+        median_s median_r ratio p99_s p99_r ratio slow_s slow_r comp_s comp_r
+    for api in $apis; do
+        for slice in 0 1 10; do
+            for op in fadd cswap swap; do
+                m() { grep "^$api,$op,$slice,$1," "$out/passive.csv" | cut -d, -f"$2" |
+                      grep . | median; }
+                ms=$(m syncmem 6) mr=$(m rc_verbs 6) ps=$(m syncmem 7) pr=$(m rc_verbs 7)
+                ss=$(m syncmem 8) sr=$(m rc_verbs 8) cs=$(m syncmem 9) cr=$(m rc_verbs 9)
+                # (3 significant digits: the ratios go far below 0.01)
+                printf '%-5s %-6s %5s %9s %9s %8s %9s %9s %8s %6s %6s %6s %6s\n' $api $op \
+                    "${slice}ms" "$ms" "$mr" "$(ratio "$ms" "$mr" %.3g)" "$ps" "$pr" \
+                    "$(ratio "$ps" "$pr" %.3g)" "$ss" "$sr" "$cs" "$cr"
+            done
         done
     done
 }
