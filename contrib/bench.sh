@@ -235,10 +235,10 @@ passive_pair() {
     case $api in
     ucp)
         d=$(mktemp -d /dev/shm/passive.XXXXXX)
-        env "$@" timeout 300 taskset -c 0 "$top/contrib/syncmem-run" \
+        env "$@" timeout 180 taskset -c 0 "$top/contrib/syncmem-run" \
             "$top/contrib/passive" target "$d" > "$d.target" 2>&1 &
         tpid=$!
-        env "$@" timeout 300 taskset -c 1 "$top/contrib/syncmem-run" \
+        env "$@" timeout 180 taskset -c 1 "$top/contrib/syncmem-run" \
             "$top/contrib/passive" origin "$d" 2>&1 || echo "origin failed: exit $?"
         wait $tpid || { echo "target failed: exit $?"; cat "$d.target"; }
         rm -rf "$d" "$d.target" ;;
@@ -252,7 +252,7 @@ passive_pair() {
         fi
         cmd=$1 prog=$5; shift
         # shellcheck disable=SC2086
-        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 \
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 180 \
             $cmd -np 2 --bind-to core --mca pml ucx --mca btl self \
             --mca pml_ucx_devices any --mca pml_ucx_tls any $xs "$@" 2>&1 ||
             echo "$cmd $prog failed: exit $?" ;;
@@ -261,9 +261,14 @@ passive_pair() {
 
 passive_main() {
     reps=$1 out=$2
-    apis=ucp
-    [ -x "$top/contrib/passive_mpi" ] && command -v mpirun >/dev/null && apis="$apis mpi"
-    [ -x "$top/contrib/passive_shmem" ] && command -v oshrun >/dev/null && apis="$apis shmem"
+    # (SYNCMEM_PASSIVE_APIS: a subset, e.g. "ucp mpi")
+    apis=
+    for api in ${SYNCMEM_PASSIVE_APIS:-ucp mpi shmem}; do
+        case $api in
+            mpi)   [ -x "$top/contrib/passive_mpi" ] && command -v mpirun >/dev/null ;;
+            shmem) [ -x "$top/contrib/passive_shmem" ] && command -v oshrun >/dev/null ;;
+        esac && apis="$apis $api"
+    done
     echo "api,op,slice_ms,transport,rep,median_us,p99_us,slowdown,compute" > "$out/passive.csv"
     : > "$out/passive.log"
     rep=1

@@ -337,9 +337,10 @@ static void one_op(int op)
     uint64_t value, result;
     ucs_status_t status;
 
-    /* cswap: the reply buffer holds the compare value going in */
-    value              = (op == OP_FADD) ? 1 : mirror + 1;
-    result             = mirror;
+    /* cswap: buffer holds the compare value, the reply buffer the new one
+     * going in (ucp.h's table of atomic operations) */
+    value              = (op == OP_FADD) ? 1 : (op == OP_CSWAP) ? mirror : mirror + 1;
+    result             = mirror + 1;
     param.reply_buffer = &result;
     status = wait_req(ucp_atomic_op_nbx(ep, ucp_ops[op], &value, 1,
                                         remote_addr, rkey, &param));
