@@ -231,7 +231,7 @@ ucp_env() {
 passive_pair() {
     # shellcheck disable=SC2046
     set -- "$1" "$2" $(ucp_env "$2")
-    api=$1; shift 2
+    api=$1 tl=$2; shift 2
     case $api in
     ucp)
         d=$(mktemp -d /dev/shm/passive.XXXXXX)
@@ -239,18 +239,25 @@ passive_pair() {
             "$top/contrib/passive" target "$d" > "$d.target" 2>&1 &
         tpid=$!
         env "$@" timeout 180 taskset -c 1 "$top/contrib/syncmem-run" \
-            "$top/contrib/passive" origin "$d" 2>&1 || echo "origin failed: exit $?"
+            "$top/contrib/passive" origin "$d" $pms 2>&1 || echo "origin failed: exit $?"
         wait $tpid || { echo "target failed: exit $?"; cat "$d.target"; }
         rm -rf "$d" "$d.target" ;;
     mpi|shmem)
+        # UCX_SYNCMEM_TX_DB_BATCH=1 for MPI: with doorbell batching the MPI
+        # run hung in its last phase (swap, 10 ms slices) in 3 runs of 3,
+        # the origin's MPI_Fetch_and_op spinning on compare-and-swaps
+        # (README, "Passive target")
+        [ "$api$tl" = mpisyncmem ] && set -- "$@" UCX_SYNCMEM_TX_DB_BATCH=1
         xs="-x $(echo "$@" | sed 's/ / -x /g') -x $("$top/contrib/syncmem-run" --print)"
         if [ $api = mpi ]; then
-            set -- mpirun --mca osc ucx "$top/contrib/passive_mpi"
+            prog=$top/contrib/passive_mpi
+            set -- mpirun --mca osc ucx "$prog" $pms
         else
             # (Debian 12's OSHMEM crashes at finalize with osc rdma)
-            set -- oshrun --mca spml ucx --mca osc ^rdma "$top/contrib/passive_shmem"
+            prog=$top/contrib/passive_shmem
+            set -- oshrun --mca spml ucx --mca osc ^rdma "$prog" $pms
         fi
-        cmd=$1 prog=$5; shift
+        cmd=$1; shift
         # shellcheck disable=SC2086
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 180 \
             $cmd -np 2 --bind-to core --mca pml ucx --mca btl self \
@@ -261,6 +268,8 @@ passive_pair() {
 
 passive_main() {
     reps=$1 out=$2
+    # (SYNCMEM_PASSIVE_MS: each phase's length, default 600 ms)
+    pms=${SYNCMEM_PASSIVE_MS:-600}
     # (SYNCMEM_PASSIVE_APIS: a subset, e.g. "ucp mpi")
     apis=
     for api in ${SYNCMEM_PASSIVE_APIS:-ucp mpi shmem}; do

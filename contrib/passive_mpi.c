@@ -93,6 +93,9 @@ static void target_phase(unsigned slice_us, unsigned slices, double per_us)
         }
     }
     t[0] = now() - start;
+    if (getenv("PASSIVE_DEBUG") != NULL) {
+        fprintf(stderr, "target: %u x %u us done\n", slices, slice_us);
+    }
     MPI_Send(t, 2, MPI_DOUBLE, 0, TAG_DONE, MPI_COMM_WORLD);
 }
 
