@@ -5,7 +5,7 @@
  * MPI_Compare_and_swap on a 64-bit word in rank 1's window, one at a time
  * in a passive-target epoch (MPI_Win_lock, MPI_Win_flush after each op),
  * while rank 1 computes in slices of 0 (it waits inside MPI all the time),
- * 1 and 10 ms, entering MPI only between slices (MPI_Iprobe, which runs
+ * 1 and 10 ms, entering MPI only between slices (MPI_Test, which runs
  * Open MPI's progress, the osc component's with it):
  *
  *   mpirun -np 2 ... passive_mpi [PHASE_MS]
@@ -24,6 +24,7 @@
 
 #define MAX_OPS   100000
 #define TAG_DONE  7
+#define TAG_END   8
 #define CALIB_SEC 0.05
 
 enum { OP_FADD, OP_CSWAP, OP_SWAP, OP_NONE };
@@ -66,11 +67,18 @@ static double calibrate(void)
     }
 }
 
+/* Rank 1's way into MPI between slices: MPI_Test on a receive that stays
+ * pending until the end, which runs Open MPI's progress (the osc
+ * component's with it) each time. (MPI_Iprobe would not do: pml ucx runs
+ * the whole progress only once in 100 calls.) */
+static MPI_Request pending;
+static unsigned end_msg;
+
 static void enter_mpi(void)
 {
     int flag;
 
-    MPI_Iprobe(0, 99, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    MPI_Test(&pending, &flag, MPI_STATUS_IGNORE);
 }
 
 /* Rank 1: one phase of slices; sends its wall and compute time to rank 0. */
@@ -184,6 +192,7 @@ int main(int argc, char **argv)
     *word = 0;
     if (rank == 1) {
         per_us = calibrate();   /* before any traffic */
+        MPI_Irecv(&end_msg, 1, MPI_UNSIGNED, 0, TAG_END, MPI_COMM_WORLD, &pending);
     } else if ((lat = malloc(MAX_OPS * sizeof(*lat))) == NULL) {
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
@@ -226,6 +235,9 @@ int main(int argc, char **argv)
 
     if (rank == 0) {
         MPI_Win_unlock(1, win);
+        MPI_Send(&s, 1, MPI_UNSIGNED, 1, TAG_END, MPI_COMM_WORLD);
+    } else {
+        MPI_Wait(&pending, MPI_STATUS_IGNORE);
     }
     MPI_Win_free(&win);
     if (rank == 0) {
