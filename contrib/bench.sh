@@ -299,7 +299,13 @@ passive_main() {
     echo "   its slices with the traffic / without; comp: the same for the compute part"
     echo "   alone. _s: syncmem, _r: UCX_TLS=rc_verbs,ud_verbs. ucp: UCP (ucp_atomic_op_nbx),"
     echo "   mpi: Open MPI osc ucx (MPI_Fetch_and_op, MPI_Compare_and_swap), shmem: OSHMEM."
-    # (passive.c prints the transports UCP chose for atomics)
+    # what the transports have on the device (ucx_info -d), and (passive.c
+    # prints them) the transports UCP chose for its atomics
+    "$top/contrib/syncmem-run" ucx_info -d 2>/dev/null | awk '
+        /# *Transport:/ {t = $3}
+        /# *atomic_/ && / 64 bit/ && (t == "rc_verbs" || t == "syncmem") &&
+            !seen[t, $2]++ {sub(/^atomic_/, "", $2); sub(/:$/, "", $2); a[t] = a[t] " " $2}
+        END {for (t in a) print "   " t ": 64-bit atomics on the device (ucx_info -d):" a[t]}'
     awk '/^== rep/ {t = $5} /^atomics:/ && !seen[t]++ {print "   " t ": UCP " $0}' \
         "$out/passive.log"
     grep -E "failed|wrong=[1-9]" "$out/passive.log" | sort | uniq -c | sed 's/^/   FAILED: /'
