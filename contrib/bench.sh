@@ -9,11 +9,14 @@
 #  - user-space instructions per operation (callgrind.sh);
 #  - the registration cache: one registration's cost, UCP put bandwidth
 #    with the cache on and off;
-#  - message-size sweeps of put bandwidth and latency.
+#  - message-size sweeps of put bandwidth and latency;
+#  - passive-target atomics: UCP, MPI and OpenSHMEM atomics on a target
+#    that computes (passive.c, passive_mpi.c, passive_shmem.c).
 # It prints the tables (medians of --reps runs, syncmem / rc_verbs and
 # syncmem / raw verbs ratios) and writes bench-results/results.csv,
-# callgrind.csv, regcost.txt, rcache.csv, sweep.csv and the plots
-# bandwidth.png, latency.png. --only REGEX selects tests of the main table
+# callgrind.csv, regcost.txt, rcache.csv, sweep.csv, passive.csv (with
+# the programs' output in passive.log) and the plots bandwidth.png,
+# latency.png. --only REGEX selects tests of the main table
 # and the sections 'callgrind', 'rcache' and 'passive' by name.
 #
 #   contrib/bench.sh [--no-build] [--reps N] [--only REGEX] [--sweep|--no-sweep]
@@ -21,7 +24,8 @@
 #   contrib/bench.sh --plot [DIR]     redraw the plots from DIR/sweep.csv
 #
 # The guest is emulated (TCG): absolute numbers are slow and noisy; compare
-# ratios from one run only.
+# ratios from one run only. SYNCMEM_PASSIVE_APIS (e.g. "ucp mpi") and
+# SYNCMEM_PASSIVE_MS (each phase's length, default 600) narrow 'passive'.
 #
 set -e
 cd "$(dirname "$0")/.."
@@ -375,7 +379,7 @@ fi
 reps=3 only= sweep=yes min_size=0 max_size=4194304
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help)  sed -n '3,27s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help)  sed -n '3,29s/^# \{0,1\}//p' "$0"; exit 0 ;;
         --no-build) nobuild=1 ;;
         --reps)     reps=$2; shift ;;
         --only)     only=$2; shift ;;
