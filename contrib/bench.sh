@@ -247,11 +247,6 @@ passive_pair() {
         wait $tpid || { echo "target failed: exit $?"; cat "$d.target"; }
         rm -rf "$d" "$d.target" ;;
     mpi|shmem)
-        # UCX_SYNCMEM_TX_DB_BATCH=1 for MPI: with doorbell batching the MPI
-        # run hung in its last phase (swap, 10 ms slices) in 3 runs of 3,
-        # the origin's MPI_Fetch_and_op spinning on compare-and-swaps
-        # (README, "Passive target")
-        [ "$api$tl" = mpisyncmem ] && set -- "$@" UCX_SYNCMEM_TX_DB_BATCH=1
         xs="-x $(echo "$@" | sed 's/ / -x /g') -x $("$top/contrib/syncmem-run" --print)"
         if [ $api = mpi ]; then
             prog=$top/contrib/passive_mpi
