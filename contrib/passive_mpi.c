@@ -14,6 +14,8 @@
  * and p99 latency and the target's slowdown (its wall time for the slices
  * with the origin's traffic over that without), and "result wrong=N"
  * (fetched values checked against a mirror of the word, one origin).
+ * With PASSIVE_DEBUG set, the target reports each phase's end and both
+ * ranks the final barrier on stderr (for finding where a run hangs).
  */
 #include <mpi.h>
 
