@@ -9,19 +9,23 @@
 #  - user-space instructions per operation (callgrind.sh);
 #  - the registration cache: one registration's cost, UCP put bandwidth
 #    with the cache on and off;
-#  - message-size sweeps of put bandwidth and latency.
+#  - message-size sweeps of put bandwidth and latency;
+#  - passive-target atomics: UCP, MPI and OpenSHMEM atomics on a target
+#    that computes (passive.c, passive_mpi.c, passive_shmem.c).
 # It prints the tables (medians of --reps runs, syncmem / rc_verbs and
 # syncmem / raw verbs ratios) and writes bench-results/results.csv,
-# callgrind.csv, regcost.txt, rcache.csv, sweep.csv and the plots
-# bandwidth.png, latency.png. --only REGEX selects tests of the main table
-# and the sections 'callgrind' and 'rcache' by name.
+# callgrind.csv, regcost.txt, rcache.csv, sweep.csv, passive.csv (with
+# the programs' output in passive.log) and the plots bandwidth.png,
+# latency.png. --only REGEX selects tests of the main table
+# and the sections 'callgrind', 'rcache' and 'passive' by name.
 #
 #   contrib/bench.sh [--no-build] [--reps N] [--only REGEX] [--sweep|--no-sweep]
 #                    [--min-size BYTES] [--max-size BYTES]
 #   contrib/bench.sh --plot [DIR]     redraw the plots from DIR/sweep.csv
 #
 # The guest is emulated (TCG): absolute numbers are slow and noisy; compare
-# ratios from one run only.
+# ratios from one run only. SYNCMEM_PASSIVE_APIS (e.g. "ucp mpi") and
+# SYNCMEM_PASSIVE_MS (each phase's length, default 600) narrow 'passive'.
 #
 set -e
 cd "$(dirname "$0")/.."
@@ -59,9 +63,10 @@ median() {
                    END {if (!n) print "nan"; else print (n % 2) ? v[(n+1)/2] : (v[n/2]+v[n/2+1])/2}'
 }
 
+# ratio A B [FORMAT]: A / B, "-" if either is missing
 ratio() {
-    awk -v a="$1" -v b="$2" 'BEGIN {
-        if (a == "nan" || b == "nan" || b == 0) print "-"; else printf "%.2f", a / b }'
+    awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN {
+        if (a == "nan" || b == "nan" || b == 0) print "-"; else printf f, a / b }'
 }
 
 guest_main() {
@@ -107,6 +112,9 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     fi
     if [ -z "$only" ] || echo rcache | grep -qE "^($only)"; then
         rcache_main "$reps" "$out"
+    fi
+    if [ -z "$only" ] || echo passive | grep -qE "^($only)"; then
+        passive_main "$reps" "$out"
     fi
     if [ "$sweep" = yes ]; then sweep_main; fi
 }
@@ -211,6 +219,112 @@ rcache_main() {
     done
 }
 
+# UCP's environment for TL (syncmem or rc_verbs): one VAR=VALUE a word.
+ucp_env() {
+    case $1 in
+        syncmem) echo "UCX_TLS=syncmem UCX_NET_DEVICES=$dev" ;;
+        *)       echo "UCX_TLS=rc_verbs,ud_verbs UCX_NET_DEVICES=$dev UCX_UD_VERBS_ETH_DGID_CHECK=n" ;;
+    esac
+}
+
+# Passive target (contrib/passive.c, passive_mpi.c, passive_shmem.c): the
+# origin's atomics while the target computes. passive_pair API TL prints
+# the origin's output. UCP: target on CPU 0 and origin on CPU 1 (two
+# busy-polling processes on one vCPU crawl); MPI and OpenSHMEM: one rank
+# per core (--bind-to core).
+passive_pair() {
+    # shellcheck disable=SC2046
+    set -- "$1" "$2" $(ucp_env "$2")
+    api=$1 tl=$2; shift 2
+    case $api in
+    ucp)
+        d=$(mktemp -d /dev/shm/passive.XXXXXX)
+        env "$@" timeout 180 taskset -c 0 "$top/contrib/syncmem-run" \
+            "$top/contrib/passive" target "$d" > "$d.target" 2>&1 &
+        tpid=$!
+        env "$@" timeout 180 taskset -c 1 "$top/contrib/syncmem-run" \
+            "$top/contrib/passive" origin "$d" $pms 2>&1 || echo "origin failed: exit $?"
+        wait $tpid || { echo "target failed: exit $?"; cat "$d.target"; }
+        rm -rf "$d" "$d.target" ;;
+    mpi|shmem)
+        xs="-x $(echo "$@" | sed 's/ / -x /g') -x $("$top/contrib/syncmem-run" --print)"
+        if [ $api = mpi ]; then
+            prog=$top/contrib/passive_mpi
+            set -- mpirun --mca osc ucx "$prog" $pms
+        else
+            # (Debian 12's OSHMEM crashes at finalize with osc rdma)
+            prog=$top/contrib/passive_shmem
+            set -- oshrun --mca spml ucx --mca osc ^rdma "$prog" $pms
+        fi
+        cmd=$1; shift
+        # shellcheck disable=SC2086
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 180 \
+            $cmd -np 2 --bind-to core --mca pml ucx --mca btl self \
+            --mca pml_ucx_devices any --mca pml_ucx_tls any $xs "$@" 2>&1 ||
+            echo "$cmd $prog failed: exit $?" ;;
+    esac
+}
+
+passive_main() {
+    reps=$1 out=$2
+    # (SYNCMEM_PASSIVE_MS: each phase's length, default 600 ms)
+    pms=${SYNCMEM_PASSIVE_MS:-600}
+    # (SYNCMEM_PASSIVE_APIS: a subset, e.g. "ucp mpi")
+    apis=
+    for api in ${SYNCMEM_PASSIVE_APIS:-ucp mpi shmem}; do
+        case $api in
+            mpi)   [ -x "$top/contrib/passive_mpi" ] && command -v mpirun >/dev/null ;;
+            shmem) [ -x "$top/contrib/passive_shmem" ] && command -v oshrun >/dev/null ;;
+        esac && apis="$apis $api"
+    done
+    echo "api,op,slice_ms,transport,rep,median_us,p99_us,slowdown,compute" > "$out/passive.csv"
+    : > "$out/passive.log"
+    rep=1
+    while [ "$rep" -le "$reps" ]; do
+        for api in $apis; do
+            for tl in syncmem rc_verbs; do
+                echo "   [rep $rep/$reps] passive $api $tl" >&2
+                echo "== rep $rep $api $tl" >> "$out/passive.log"
+                passive_pair $api $tl | tee -a "$out/passive.log" |
+                    sed -n 's/^phase op=\([a-z]*\) slice_ms=\([0-9]*\) ops=[0-9]* median_us=\([0-9.]*\) p99_us=\([0-9.]*\)\( slowdown=\([0-9.]*\) compute=\([0-9.]*\)\)*$/'$api',\1,\2,'$tl,$rep',\3,\4,\6,\7/p' \
+                    >> "$out/passive.csv"
+            done
+        done
+        rep=$((rep + 1))
+    done
+    echo "== passive target: 64-bit atomics while the target computes in slices and"
+    echo "   enters the library only between them (0 ms: it waits inside it all the"
+    echo "   time); origin latency usec, medians of $reps runs. slow: the target's time for"
+    echo "   its slices with the traffic / without; comp: the same for the compute part"
+    echo "   alone. _s: syncmem, _r: UCX_TLS=rc_verbs,ud_verbs. ucp: UCP (ucp_atomic_op_nbx),"
+    echo "   mpi: Open MPI osc ucx (MPI_Fetch_and_op, MPI_Compare_and_swap), shmem: OSHMEM."
+    # what the transports have on the device (ucx_info -d), and (passive.c
+    # prints them) the transports UCP chose for its atomics
+    "$top/contrib/syncmem-run" ucx_info -d 2>/dev/null | awk '
+        /# *Transport:/ {t = $3}
+        /# *atomic_/ && / 64 bit/ && (t == "rc_verbs" || t == "syncmem") &&
+            !seen[t, $2]++ {sub(/^atomic_/, "", $2); sub(/:$/, "", $2); a[t] = a[t] " " $2}
+        END {for (t in a) print "   " t ": 64-bit atomics on the device (ucx_info -d):" a[t]}'
+    awk '/^== rep/ {t = $5} /^atomics:/ && !seen[t]++ {print "   " t ": UCP " $0}' \
+        "$out/passive.log"
+    grep -E "failed|wrong=[1-9]" "$out/passive.log" | sort | uniq -c | sed 's/^/   FAILED: /'
+    printf '%-5s %-6s %5s %9s %9s %8s %9s %9s %8s %6s %6s %6s %6s\n' api op slice \
+        median_s median_r ratio p99_s p99_r ratio slow_s slow_r comp_s comp_r
+    for api in $apis; do
+        for slice in 0 1 10; do
+            for op in fadd cswap swap; do
+                m() { grep "^$api,$op,$slice,$1," "$out/passive.csv" | cut -d, -f"$2" |
+                      grep . | median; }
+                ms=$(m syncmem 6) mr=$(m rc_verbs 6) ps=$(m syncmem 7) pr=$(m rc_verbs 7)
+                ss=$(m syncmem 8) sr=$(m rc_verbs 8) cs=$(m syncmem 9) cr=$(m rc_verbs 9)
+                # (3 significant digits: the ratios go far below 0.01)
+                printf '%-5s %-6s %5s %9s %9s %8s %9s %9s %8s %6s %6s %6s %6s\n' $api $op \
+                    "${slice}ms" "$ms" "$mr" "$(ratio "$ms" "$mr" %.3g)" "$ps" "$pr" \
+                    "$(ratio "$ps" "$pr" %.3g)" "$ss" "$sr" "$cs" "$cr"
+            done
+        done
+    done
+}
 
 plot() {
     command -v gnuplot >/dev/null || { echo "(gnuplot missing: no plots)"; return 0; }
@@ -260,7 +374,7 @@ fi
 reps=3 only= sweep=yes min_size=0 max_size=4194304
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help)  sed -n '3,27s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help)  sed -n '3,29s/^# \{0,1\}//p' "$0"; exit 0 ;;
         --no-build) nobuild=1 ;;
         --reps)     reps=$2; shift ;;
         --only)     only=$2; shift ;;

@@ -58,7 +58,10 @@ get_bcopy:ep_get_bcopy:-t get -D bcopy -s 8 -O 1"
 
 echo "op,transport,calls,instructions,own_instructions" > "$out/callgrind.csv"
 echo "$ops" | while IFS=: read -r op fn args; do
-    for tl in syncmem rc_verbs; do
+    # syncmem_db1: syncmem with doorbell batching off (TX_DB_BATCH=1)
+    for col in syncmem syncmem_db1 rc_verbs; do
+        tl=${col%_db1} db=
+        [ "$col" = syncmem_db1 ] && db="--env UCX_SYNCMEM_TX_DB_BATCH=1"
         # syncmem posts at its doorbell: inside the operation when a batch is
         # full, else from progress (uct_syncmem_iface_ring_all), counted too,
         # so that a batched post is shared by the requests in it. (Only
@@ -67,35 +70,36 @@ echo "$ops" | while IFS=: read -r op fn args; do
             syncmem)  lib=libuct_syncmem ring=--toggle-collect=uct_syncmem_iface_ring_all ;;
             rc_verbs) lib=libuct_ib ring= ;;
         esac
-        echo "   [callgrind] $op $tl" >&2
-        f=$tmp/$op.$tl
+        echo "   [callgrind] $op $col" >&2
+        f=$tmp/$op.$col
         # LD_BIND_NOW: no lazy symbol binding inside the first call
         # shellcheck disable=SC2086
-        if ! "$top/contrib/perftest-pair.sh" --env LD_BIND_NOW=1 \
+        if ! "$top/contrib/perftest-pair.sh" --env LD_BIND_NOW=1 $db \
                 --wrap "valgrind -q --tool=callgrind --callgrind-out-file=$f
                         --toggle-collect=uct_${tl}_$fn $ring" \
                 -- -x "$tl" -d "$dev" $args -n 1000 -w 10 >/dev/null 2>&1; then
-            echo "$op,$tl,nan,nan,nan" >> "$out/callgrind.csv"
+            echo "$op,$col,nan,nan,nan" >> "$out/callgrind.csv"
             continue
         fi
         set -- $(summarize "$f" "uct_${tl}_$fn" "$lib")
-        echo "$op,$tl,$1,$2,$3" >> "$out/callgrind.csv"
+        echo "$op,$col,$1,$2,$3" >> "$out/callgrind.csv"
     done
 done
 
 echo "== user-space instructions per call (callgrind; 'own' is the transport's"
-echo "   code, the rest is the verbs provider and libc below it)"
-printf '%-10s %9s %9s %7s %9s %9s %7s\n' op syncmem rc_verbs ratio \
-    "own sm" "own rc" ratio
-awk -F, 'NR > 1 && $3 > 0 { t[$1, $2] = $4 / $3; o[$1, $2] = $5 / $3; ops[$1] = 1 }
+echo "   code, the rest is the verbs provider and libc below it; db1: syncmem"
+echo "   with doorbell batching off; ratios are syncmem / rc_verbs)"
+printf '%-12s %8s %8s %8s %6s %6s %7s %7s %7s %6s\n' op syncmem db1 rc_verbs ratio \
+    "db1/rc" "own sm" "own db1" "own rc" ratio
+awk -F, 'NR > 1 && $3 > 0 { t[$1, $2] = $4 / $3; o[$1, $2] = $5 / $3 }
     NR > 1 && !($1 in seen) { seen[$1] = 1; order[++n] = $1 }
+    function r(a, b) { return (b > 0) ? sprintf("%.2f", a / b) : "-" }
     END {
         for (i = 1; i <= n; ++i) {
             k = order[i]
-            s = t[k, "syncmem"]; r = t[k, "rc_verbs"]
-            so = o[k, "syncmem"]; ro = o[k, "rc_verbs"]
-            printf "%-10s %9.1f %9.1f %7s %9.1f %9.1f %7s\n", k, s, r,
-                   (r > 0) ? sprintf("%.2f", s / r) : "-", so, ro,
-                   (ro > 0) ? sprintf("%.2f", so / ro) : "-"
+            s = t[k, "syncmem"]; d = t[k, "syncmem_db1"]; c = t[k, "rc_verbs"]
+            so = o[k, "syncmem"]; do1 = o[k, "syncmem_db1"]; co = o[k, "rc_verbs"]
+            printf "%-12s %8.1f %8.1f %8.1f %6s %6s %7.1f %7.1f %7.1f %6s\n", k, s, d, c,
+                   r(s, c), r(d, c), so, do1, co, r(so, co)
         }
     }' "$out/callgrind.csv"

@@ -4,8 +4,9 @@
 # ucx), UCX_TLS=syncmem, the module preloaded (syncmem-run --print); PEs on
 # one device (SYNCMEM_DEV0): 2 by default, SYNCMEM_SHMEM_PES="2 4" for
 # more. (With 4 PEs on the guest's 2 vCPUs every check passes, then
-# shmem_finalize does not return: not understood yet.) --mca osc ^rdma:
-# Debian 12's OSHMEM crashes at finalize with the rdma one-sided component.
+# shmem_finalize does not return: doorbell batching, see the README.)
+# --mca osc ^rdma: Debian 12's OSHMEM crashes at finalize with the rdma
+# one-sided component.
 #
 top=$(cd "$(dirname "$0")/../.." && pwd)
 dev=${SYNCMEM_DEV0:?SYNCMEM_DEV0 is not set: run through test/guest.test}

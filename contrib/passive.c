@@ -1,0 +1,523 @@
+/*
+ * passive: the passive-target atomics bench (contrib/bench.sh, section
+ * 'passive'). The target process computes and enters UCX only between
+ * slices of compute; the origin meanwhile issues 64-bit atomics on the
+ * target's memory, one at a time, and times each:
+ *
+ *   passive target DIR
+ *   passive origin DIR [PHASE_MS]
+ *
+ * The question is what the origin's latency becomes when the target's CPU
+ * is busy. A transport that does the atomics on the device answers without
+ * the target's CPU; when UCP emulates them with active messages (the
+ * transports lack some of the 64-bit set, e.g. rc_verbs has no swap), each
+ * waits for the target's next ucp_worker_progress, at the end of its slice.
+ * ucx_perftest cannot show this: it progresses both sides all the time.
+ *
+ * DIR is a directory both see (/dev/shm): the target publishes its worker
+ * address, packed rkey and remote address in DIR/addr, and the two agree on
+ * phases through DIR/ctl, a small shared mapping (out of band, so that the
+ * target's compute loop touches no UCX state).
+ *
+ * The origin runs, for slices of 0 (the target progresses all the time,
+ * as under ucx_perftest), 1 and 10 ms, a baseline phase (the target's
+ * slices with no traffic) and then one phase per operation (fetch-add,
+ * compare-swap, swap), each PHASE_MS long (default 600) counted in slices.
+ * A slice is a fixed amount of work, calibrated at start to take that
+ * long on the idle target, followed by ucp_worker_progress until it finds
+ * nothing. Per phase it prints one line:
+ *
+ *   phase op=fadd slice_ms=1 ops=N median_us=.. p99_us=.. slowdown=.. compute=..
+ *
+ * slowdown: the target's wall time for its slices (compute and progress)
+ * with the origin's traffic over that without (the baseline); compute: the
+ * same for the compute part alone (time the kernel took from it). Each
+ * fetched value is checked against a local mirror of the target word (one
+ * origin); exit status 1 if one was wrong, 2 on an error.
+ */
+#include <ucp/api/ucp.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_OPS   100000
+#define CALIB_SEC 0.05
+
+enum { CMD_NONE, CMD_BASELINE, CMD_TRAFFIC, CMD_QUIT };
+enum { OP_FADD, OP_CSWAP, OP_SWAP, OP_LAST };
+
+static const char *op_names[] = { "fadd", "cswap", "swap" };
+
+/* DIR/ctl. The origin writes cmd, slice_us, slices, then cmd_seq; the
+ * target acknowledges with ack_seq when it starts and done_seq, after
+ * writing its times, when it has finished. */
+typedef struct {
+    unsigned cmd_seq, cmd, slice_us, slices;
+    unsigned ack_seq, done_seq, ready;
+    double   wall_sec, compute_sec;
+} passive_ctl_t;
+
+static const char *dir;
+static passive_ctl_t *ctl;
+static ucp_context_h context;
+static ucp_worker_h worker;
+static volatile unsigned long sink;
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what, ucs_status_t status)
+{
+    fprintf(stderr, "passive: %s: %s\n", what,
+            (status == UCS_OK) ? strerror(errno) : ucs_status_string(status));
+    exit(2);
+}
+
+static char *path(const char *name)
+{
+    static char buf[2][512];
+    static int next;
+    char *p = buf[next++ % 2];
+
+    snprintf(p, sizeof(buf[0]), "%s/%s", dir, name);
+    return p;
+}
+
+static unsigned load(const unsigned *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static void store(unsigned *p, unsigned v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+static void init_ucp(void)
+{
+    ucp_params_t params = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES,
+        .features   = UCP_FEATURE_RMA | UCP_FEATURE_AMO64
+    };
+    ucp_worker_params_t wparams = {
+        .field_mask  = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+        .thread_mode = UCS_THREAD_MODE_SINGLE
+    };
+    ucs_status_t status;
+
+    status = ucp_init(&params, NULL, &context);
+    if (status != UCS_OK) {
+        die("ucp_init", status);
+    }
+    status = ucp_worker_create(context, &wparams, &worker);
+    if (status != UCS_OK) {
+        die("ucp_worker_create", status);
+    }
+}
+
+/* --- target ------------------------------------------------------------- */
+
+/* Work that the compiler cannot drop or shorten: a dependent chain. */
+static void compute(unsigned long iters)
+{
+    unsigned long x = sink, i;
+
+    for (i = 0; i < iters; ++i) {
+        x = x * 6364136223846793005ul + 1442695040888963407ul;
+    }
+    sink = x;
+}
+
+static void progress_all(void)
+{
+    while (ucp_worker_progress(worker) != 0) {
+    }
+}
+
+/* Iterations of compute() per microsecond on this (idle) CPU. */
+static double calibrate(void)
+{
+    unsigned long iters = 1000;
+    double t;
+
+    for (;;) {
+        t = now();
+        compute(iters);
+        t = now() - t;
+        if (t >= CALIB_SEC) {
+            return iters / (t * 1e6);
+        }
+        iters *= 2;
+    }
+}
+
+static void run_slices(unsigned slice_us, unsigned slices, double per_us)
+{
+    unsigned long iters = (unsigned long)(per_us * slice_us);
+    double start = now(), c, compute_sec = 0;
+    unsigned i;
+
+    if (slice_us == 0) {
+        /* the target waits in the library, as under ucx_perftest */
+        while (now() - start < slices * 1e-3) {
+            ucp_worker_progress(worker);
+        }
+    } else {
+        for (i = 0; i < slices; ++i) {
+            c = now();
+            compute(iters);
+            compute_sec += now() - c;
+            progress_all();
+        }
+    }
+    ctl->wall_sec    = now() - start;
+    ctl->compute_sec = compute_sec;
+}
+
+static int target(void)
+{
+    ucp_mem_map_params_t mparams;
+    ucp_address_t *addr;
+    size_t addr_len, rkey_len;
+    ucp_mem_h memh;
+    void *rkey, *mem;
+    uint32_t lens[2];
+    unsigned seen = 0, seq;
+    double per_us;
+    FILE *f;
+    ucs_status_t status;
+
+    if (posix_memalign(&mem, 4096, 4096) != 0) {
+        die("posix_memalign", UCS_OK);
+    }
+    memset(mem, 0, 4096);
+    init_ucp();
+    mparams.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+                         UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mparams.address    = mem;
+    mparams.length     = 4096;
+    status = ucp_mem_map(context, &mparams, &memh);
+    if (status != UCS_OK) {
+        die("ucp_mem_map", status);
+    }
+    status = ucp_rkey_pack(context, memh, &rkey, &rkey_len);
+    if (status != UCS_OK) {
+        die("ucp_rkey_pack", status);
+    }
+    status = ucp_worker_get_address(worker, &addr, &addr_len);
+    if (status != UCS_OK) {
+        die("ucp_worker_get_address", status);
+    }
+
+    /* calibrated before the origin exists: nothing else runs yet */
+    per_us = calibrate();
+
+    lens[0] = addr_len;
+    lens[1] = rkey_len;
+    f       = fopen(path("addr.tmp"), "w");
+    if ((f == NULL) || (fwrite(lens, sizeof(lens), 1, f) != 1) ||
+        (fwrite(addr, addr_len, 1, f) != 1) ||
+        (fwrite(rkey, rkey_len, 1, f) != 1) ||
+        (fwrite(&mem, sizeof(mem), 1, f) != 1) || (fclose(f) != 0) ||
+        (rename(path("addr.tmp"), path("addr")) != 0)) {
+        die(path("addr"), UCS_OK);
+    }
+    store(&ctl->ready, 1);
+
+    /* Between phases the target progresses, so that the origin's wireup,
+     * warm-up and close complete. */
+    for (;;) {
+        seq = load(&ctl->cmd_seq);
+        if (seq == seen) {
+            ucp_worker_progress(worker);
+            continue;
+        }
+        seen = seq;
+        if (ctl->cmd == CMD_QUIT) {
+            break;
+        }
+        store(&ctl->ack_seq, seq);
+        run_slices(ctl->slice_us, ctl->slices, per_us);
+        store(&ctl->done_seq, seq);
+    }
+
+    ucp_worker_release_address(worker, addr);
+    ucp_rkey_buffer_release(rkey);
+    ucp_mem_unmap(context, memh);
+    ucp_worker_destroy(worker);
+    ucp_cleanup(context);
+    free(mem);
+    return 0;
+}
+
+/* --- origin ------------------------------------------------------------- */
+
+static ucp_ep_h ep;
+static ucp_rkey_h rkey;
+static uint64_t remote_addr, mirror;
+static unsigned long wrong;
+
+static void connect_target(void)
+{
+    ucp_ep_params_t params;
+    uint32_t lens[2];
+    void *addr, *packed;
+    FILE *f;
+    ucs_status_t status;
+
+    while (!load(&ctl->ready)) {
+        usleep(10000);
+    }
+    f = fopen(path("addr"), "r");
+    if ((f == NULL) || (fread(lens, sizeof(lens), 1, f) != 1) ||
+        ((addr = malloc(lens[0])) == NULL) ||
+        ((packed = malloc(lens[1])) == NULL) ||
+        (fread(addr, lens[0], 1, f) != 1) ||
+        (fread(packed, lens[1], 1, f) != 1) ||
+        (fread(&remote_addr, sizeof(remote_addr), 1, f) != 1)) {
+        die(path("addr"), UCS_OK);
+    }
+    fclose(f);
+
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    params.address    = addr;
+    status            = ucp_ep_create(worker, &params, &ep);
+    if (status != UCS_OK) {
+        die("ucp_ep_create", status);
+    }
+    status = ucp_ep_rkey_unpack(ep, packed, &rkey);
+    if (status != UCS_OK) {
+        die("ucp_ep_rkey_unpack", status);
+    }
+    free(addr);
+    free(packed);
+}
+
+static ucs_status_t wait_req(void *req)
+{
+    ucs_status_t status;
+
+    if (req == NULL) {
+        return UCS_OK;
+    }
+    if (UCS_PTR_IS_ERR(req)) {
+        return UCS_PTR_STATUS(req);
+    }
+    do {
+        ucp_worker_progress(worker);
+        status = ucp_request_check_status(req);
+    } while (status == UCS_INPROGRESS);
+    ucp_request_free(req);
+    return status;
+}
+
+/* One atomic on the target word, to completion; checks the fetched value
+ * and advances the mirror (each op adds 1 in effect). */
+static void one_op(int op)
+{
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE |
+                        UCP_OP_ATTR_FIELD_REPLY_BUFFER,
+        .datatype     = ucp_dt_make_contig(sizeof(uint64_t))
+    };
+    static const ucp_atomic_op_t ucp_ops[] = {
+        UCP_ATOMIC_OP_ADD, UCP_ATOMIC_OP_CSWAP, UCP_ATOMIC_OP_SWAP
+    };
+    uint64_t value, result;
+    ucs_status_t status;
+
+    /* cswap: buffer holds the compare value, the reply buffer the new one
+     * going in (ucp.h's table of atomic operations) */
+    value              = (op == OP_FADD) ? 1 : (op == OP_CSWAP) ? mirror : mirror + 1;
+    result             = mirror + 1;
+    param.reply_buffer = &result;
+    status = wait_req(ucp_atomic_op_nbx(ep, ucp_ops[op], &value, 1,
+                                        remote_addr, rkey, &param));
+    if (status != UCS_OK) {
+        die(op_names[op], status);
+    }
+    if (result != mirror) {
+        if (wrong++ < 5) {
+            fprintf(stderr, "passive: %s fetched %llu, expected %llu\n",
+                    op_names[op], (unsigned long long)result,
+                    (unsigned long long)mirror);
+        }
+        mirror = result;
+    }
+    ++mirror;
+}
+
+static unsigned command(unsigned cmd, unsigned slice_us, unsigned slices)
+{
+    unsigned seq = load(&ctl->cmd_seq) + 1;
+
+    ctl->cmd      = cmd;
+    ctl->slice_us = slice_us;
+    ctl->slices   = slices;
+    store(&ctl->cmd_seq, seq);
+    return seq;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+
+    return (x > y) - (x < y);
+}
+
+/* A phase of the target's slices, with op (or, for OP_LAST, no traffic at
+ * all: the origin sleeps). Returns the target's wall time; *lat and *n_p
+ * get the latencies in usec. */
+static double phase(int op, unsigned slice_us, unsigned slices,
+                    double *lat, unsigned *n_p, double *compute_p)
+{
+    unsigned seq, n = 0;
+    double t;
+
+    seq = command((op == OP_LAST) ? CMD_BASELINE : CMD_TRAFFIC, slice_us,
+                  slices);
+    while (load(&ctl->ack_seq) != seq) {
+    }
+    while (load(&ctl->done_seq) != seq) {
+        if (op == OP_LAST) {
+            usleep(1000);
+            continue;
+        }
+        t = now();
+        one_op(op);
+        if (n < MAX_OPS) {
+            lat[n++] = (now() - t) * 1e6;
+        }
+    }
+    *n_p       = n;
+    *compute_p = ctl->compute_sec;
+    return ctl->wall_sec;
+}
+
+static void print_atomics(void)
+{
+    char *buf = NULL, *line;
+    size_t size;
+    FILE *f = open_memstream(&buf, &size);
+
+    if (f == NULL) {
+        return;
+    }
+    ucp_worker_print_info(worker, f);
+    fclose(f);
+    /* which transports UCP does the atomics on; none: emulated over AM */
+    line = strstr(buf, "atomics:");
+    if (line != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        printf("%s%s\n", line,
+               (line[strspn(line + 8, " ") + 8] == '\0') ?
+               "none (UCP emulates them with active messages)" : "");
+    }
+    free(buf);
+    /* the lanes, for the log (stderr) */
+    ucp_ep_print_info(ep, stderr);
+}
+
+static int origin(unsigned phase_ms)
+{
+    static const unsigned slices_us[] = { 0, 1000, 10000 };
+    ucp_request_param_t cparam = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+        .flags        = 0
+    };
+    double *lat, base_wall = 0, base_compute = 0, wall, comp;
+    unsigned s, n, slices, i;
+    int op;
+    ucs_status_t status;
+
+    lat = malloc(MAX_OPS * sizeof(*lat));
+    if (lat == NULL) {
+        die("malloc", UCS_OK);
+    }
+    init_ucp();
+    connect_target();
+    /* wireup and warm-up, while the target progresses */
+    for (i = 0; i < 20; ++i) {
+        one_op(i % OP_LAST);
+    }
+    print_atomics();
+
+    for (s = 0; s < sizeof(slices_us) / sizeof(slices_us[0]); ++s) {
+        slices = slices_us[s] ? (phase_ms * 1000 / slices_us[s]) : phase_ms;
+        if (slices_us[s] != 0) {
+            base_wall = phase(OP_LAST, slices_us[s], slices, lat, &n,
+                              &base_compute);
+        }
+        for (op = 0; op < OP_LAST; ++op) {
+            wall = phase(op, slices_us[s], slices, lat, &n, &comp);
+            if (n == 0) {
+                fprintf(stderr, "passive: no %s completed\n", op_names[op]);
+                return 2;
+            }
+            qsort(lat, n, sizeof(*lat), cmp_double);
+            printf("phase op=%s slice_ms=%u ops=%u median_us=%.1f p99_us=%.1f",
+                   op_names[op], slices_us[s] / 1000, n,
+                   (n % 2) ? lat[n / 2] : (lat[n / 2 - 1] + lat[n / 2]) / 2,
+                   lat[(n * 99) / 100]);
+            if (slices_us[s] != 0) {
+                printf(" slowdown=%.3f compute=%.3f", wall / base_wall,
+                       comp / base_compute);
+            }
+            printf("\n");
+            fflush(stdout);
+        }
+    }
+
+    status = wait_req(ucp_ep_close_nbx(ep, &cparam));
+    if (status != UCS_OK) {
+        fprintf(stderr, "passive: ep close: %s\n", ucs_status_string(status));
+    }
+    command(CMD_QUIT, 0, 0);
+    ucp_rkey_destroy(rkey);
+    ucp_worker_destroy(worker);
+    ucp_cleanup(context);
+    free(lat);
+    printf("result wrong=%lu\n", wrong);
+    return wrong ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    int fd, is_target;
+
+    if ((argc < 3) || (strcmp(argv[1], "target") && strcmp(argv[1], "origin"))) {
+        fprintf(stderr, "usage: passive target DIR | passive origin DIR [PHASE_MS]\n");
+        return 2;
+    }
+    is_target = !strcmp(argv[1], "target");
+    dir       = argv[2];
+    /* the target creates DIR/ctl afresh; the origin waits for it */
+    if (is_target) {
+        unlink(path("addr"));
+        fd = open(path("ctl"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    } else {
+        while ((fd = open(path("ctl"), O_RDWR)) < 0) {
+            usleep(10000);
+        }
+    }
+    if ((fd < 0) || (ftruncate(fd, sizeof(*ctl)) != 0)) {
+        die(path("ctl"), UCS_OK);
+    }
+    ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (ctl == MAP_FAILED) {
+        die("mmap", UCS_OK);
+    }
+    close(fd);
+    return is_target ? target() : origin((argc > 3) ? atoi(argv[3]) : 600);
+}

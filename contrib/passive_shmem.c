@@ -1,0 +1,233 @@
+/*
+ * passive_shmem: the passive-target bench (contrib/passive.c) in
+ * OpenSHMEM (contrib/bench.sh, section 'passive'). PE 0, the origin, does
+ * shmem_long_atomic_fetch_add, _compare_swap and _swap on a symmetric
+ * 64-bit word of PE 1, one at a time, while PE 1 computes in slices of 0
+ * (it waits inside OpenSHMEM all the time), 1 and 10 ms, entering
+ * OpenSHMEM only between slices:
+ *
+ *   oshrun -np 2 ... passive_shmem [PHASE_MS]
+ *
+ * Between slices PE 1 fetches a word of its own (shmem_long_atomic_fetch
+ * on itself): a blocking call that runs UCX's progress. Open MPI 4.1's
+ * shmem_test and shmem_quiet with nothing outstanding return without
+ * progressing, so they would not serve.
+ *
+ * Prints the same lines as contrib/passive: per op and slice the median
+ * and p99 latency and the target's slowdown (its wall time for the slices
+ * with the origin's traffic over that without), and "result wrong=N"
+ * (fetched values checked against a mirror of the word, one origin).
+ */
+#include <shmem.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define MAX_OPS   100000
+#define CALIB_SEC 0.05
+
+enum { OP_FADD, OP_CSWAP, OP_SWAP, OP_NONE };
+
+static const char *op_names[] = { "fadd", "cswap", "swap" };
+static volatile unsigned long sink;
+
+/* symmetric: the target word, one the target fetches itself, and the
+ * target's report of each phase (times, then the phase number) */
+static long word, probe;
+static double times[2];
+static volatile long done_phase;
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Work the compiler cannot drop: a dependent chain. */
+static void compute(unsigned long iters)
+{
+    unsigned long x = sink, i;
+
+    for (i = 0; i < iters; ++i) {
+        x = x * 6364136223846793005ul + 1442695040888963407ul;
+    }
+    sink = x;
+}
+
+static double calibrate(void)
+{
+    unsigned long iters = 1000;
+    double t;
+
+    for (;;) {
+        t = now();
+        compute(iters);
+        t = now() - t;
+        if (t >= CALIB_SEC) {
+            return iters / (t * 1e6);
+        }
+        iters *= 2;
+    }
+}
+
+static void enter_shmem(void)
+{
+    (void)shmem_long_atomic_fetch(&probe, 1);
+}
+
+/* PE 1: one phase of slices, then its times and the phase number into
+ * PE 0 (puts, ordered by the fence: the origin polls the number). */
+static void target_phase(long phase, unsigned slice_us, unsigned slices,
+                         double per_us)
+{
+    unsigned long iters = (unsigned long)(per_us * slice_us);
+    double t[2] = { 0, 0 }, start = now(), c;
+    unsigned i;
+
+    if (slice_us == 0) {
+        while (now() - start < slices * 1e-3) {
+            enter_shmem();
+        }
+    } else {
+        for (i = 0; i < slices; ++i) {
+            c = now();
+            compute(iters);
+            t[1] += now() - c;
+            enter_shmem();
+        }
+    }
+    t[0] = now() - start;
+    shmem_double_put(times, t, 2, 0);
+    shmem_fence();
+    shmem_long_p((long*)&done_phase, phase, 0);
+    shmem_quiet();
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+
+    return (x > y) - (x < y);
+}
+
+static long mirror;
+static unsigned long wrong;
+
+static void one_op(int op)
+{
+    long result;
+
+    switch (op) {
+    case OP_FADD:
+        result = shmem_long_atomic_fetch_add(&word, 1, 1);
+        break;
+    case OP_CSWAP:
+        result = shmem_long_atomic_compare_swap(&word, mirror, mirror + 1, 1);
+        break;
+    default:
+        result = shmem_long_atomic_swap(&word, mirror + 1, 1);
+        break;
+    }
+    if (result != mirror) {
+        if (wrong++ < 5) {
+            fprintf(stderr, "passive_shmem: %s fetched %ld, expected %ld\n",
+                    op_names[op], result, mirror);
+        }
+        mirror = result;
+    }
+    ++mirror;
+}
+
+/* PE 0: one phase; op OP_NONE is the baseline (no traffic: it waits in
+ * shmem_long_wait_until, whose progress the target's puts do not need). */
+static unsigned origin_phase(long phase, int op, double *lat)
+{
+    unsigned n = 0;
+    double s;
+
+    if (op == OP_NONE) {
+        shmem_long_wait_until((long*)&done_phase, SHMEM_CMP_GE, phase);
+    }
+    while (done_phase < phase) {
+        s = now();
+        one_op(op);
+        if (n < MAX_OPS) {
+            lat[n++] = (now() - s) * 1e6;
+        }
+    }
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    static const unsigned slices_us[] = { 0, 1000, 10000 };
+    unsigned phase_ms, s, slices, n, i;
+    double per_us = 0, base[2] = { 1, 1 }, *lat = NULL;
+    long phase = 0;
+    int me, op;
+
+    shmem_init();
+    me = shmem_my_pe();
+    if (shmem_n_pes() != 2) {
+        if (me == 0) {
+            fprintf(stderr, "usage: oshrun -np 2 passive_shmem [PHASE_MS]\n");
+        }
+        shmem_global_exit(2);
+    }
+    phase_ms = (argc > 1) ? atoi(argv[1]) : 600;
+    if (me == 1) {
+        per_us = calibrate();   /* before any traffic */
+    } else if ((lat = malloc(MAX_OPS * sizeof(*lat))) == NULL) {
+        shmem_global_exit(2);
+    }
+    shmem_barrier_all();
+    if (me == 0) {
+        for (i = 0; i < 20; ++i) {      /* warm-up: connections, keys */
+            one_op(i % OP_NONE);
+        }
+    }
+    shmem_barrier_all();
+
+    for (s = 0; s < sizeof(slices_us) / sizeof(slices_us[0]); ++s) {
+        slices = slices_us[s] ? (phase_ms * 1000 / slices_us[s]) : phase_ms;
+        for (op = (slices_us[s] ? OP_NONE : 0); ; op = (op + 1) % (OP_NONE + 1)) {
+            ++phase;
+            shmem_barrier_all();
+            if (me == 1) {
+                target_phase(phase, slices_us[s], slices, per_us);
+            } else {
+                n = origin_phase(phase, op, lat);
+                if (op == OP_NONE) {
+                    base[0] = times[0];
+                    base[1] = times[1];
+                } else {
+                    qsort(lat, n, sizeof(*lat), cmp_double);
+                    printf("phase op=%s slice_ms=%u ops=%u median_us=%.1f p99_us=%.1f",
+                           op_names[op], slices_us[s] / 1000, n,
+                           (n % 2) ? lat[n / 2] : (lat[n / 2 - 1] + lat[n / 2]) / 2,
+                           lat[(n * 99) / 100]);
+                    if (slices_us[s] != 0) {
+                        printf(" slowdown=%.3f compute=%.3f", times[0] / base[0],
+                               times[1] / base[1]);
+                    }
+                    printf("\n");
+                    fflush(stdout);
+                }
+            }
+            if (op == OP_SWAP) {
+                break;
+            }
+        }
+    }
+
+    shmem_barrier_all();
+    if (me == 0) {
+        printf("result wrong=%lu\n", wrong);
+    }
+    free(lat);
+    shmem_finalize();
+    return (me == 0 && wrong) ? 1 : 0;
+}
