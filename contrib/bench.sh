@@ -43,7 +43,7 @@ result() {
 }
 
 # measure TRANSPORT KIND FIELD ARGS... : prints the value. $dbenv (a row
-# name ending in _db1): syncmem without doorbell batching.
+# name ending in _db16): syncmem with doorbell batching, 16 a doorbell.
 measure() {
     tl=$1 kind=$2 col=$3; shift 3
     case "$kind:$tl" in
@@ -85,11 +85,11 @@ guest_main() {
 put_bw_64k_zcopy:uct:7:-t put_bw -D zcopy -s 65536 -n 600 -w 100:ib_write_bw:-s 65536 -n 600
 get_64k_zcopy:uct:7:-t get -D zcopy -s 65536 -n 600 -w 100:ib_read_bw:-s 65536 -n 600
 put_mr_8b:uct:9:-t put_bw -D short -s 8 -n 20000 -w 100::
-put_mr_8b_db1:uct:9:-t put_bw -D short -s 8 -n 20000 -w 100::
+put_mr_8b_db16:uct:9:-t put_bw -D short -s 8 -n 20000 -w 100::
 am_mr_8b:uct:9:-t am_bw -D short -s 8 -n 20000 -w 100::
-am_mr_8b_db1:uct:9:-t am_bw -D short -s 8 -n 20000 -w 100::
+am_mr_8b_db16:uct:9:-t am_bw -D short -s 8 -n 20000 -w 100::
 add_mr:uct:9:-t add_mr -n 20000 -w 100::
-add_mr_db1:uct:9:-t add_mr -n 20000 -w 100::
+add_mr_db16:uct:9:-t add_mr -n 20000 -w 100::
 put_bw_4k_bcopy:uct:7:-t put_bw -D bcopy -s 4096 -n 2000 -w 100:ib_write_bw:-s 4096 -n 2000
 get_4k_bcopy:uct:7:-t get -D bcopy -s 4096 -n 2000 -w 100:ib_read_bw:-s 4096 -n 2000
 am_lat:uct:3:-t am_lat -D short -s 8 -n 3000 -w 100::
@@ -128,7 +128,7 @@ main_table() {
     while [ "$rep" -le "$reps" ]; do
         echo "$tests" | while IFS=: read -r name kind col args raw rawargs; do
             case $name in
-                *_db1) dbenv="--env UCX_SYNCMEM_TX_DB_BATCH=1" ;;
+                *_db16) dbenv="--env UCX_SYNCMEM_TX_DB_BATCH=16" ;;
                 *)     dbenv= ;;
             esac
             for tl in syncmem rc_verbs ${raw:+$raw}; do

@@ -58,10 +58,10 @@ get_bcopy:ep_get_bcopy:-t get -D bcopy -s 8 -O 1"
 
 echo "op,transport,calls,instructions,own_instructions" > "$out/callgrind.csv"
 echo "$ops" | while IFS=: read -r op fn args; do
-    # syncmem_db1: syncmem with doorbell batching off (TX_DB_BATCH=1)
-    for col in syncmem syncmem_db1 rc_verbs; do
-        tl=${col%_db1} db=
-        [ "$col" = syncmem_db1 ] && db="--env UCX_SYNCMEM_TX_DB_BATCH=1"
+    # syncmem_db16: syncmem with doorbell batching (TX_DB_BATCH=16)
+    for col in syncmem syncmem_db16 rc_verbs; do
+        tl=${col%_db16} db=
+        [ "$col" = syncmem_db16 ] && db="--env UCX_SYNCMEM_TX_DB_BATCH=16"
         # syncmem posts at its doorbell: inside the operation when a batch is
         # full, else from progress (uct_syncmem_iface_ring_all), counted too,
         # so that a batched post is shared by the requests in it. (Only
@@ -87,18 +87,18 @@ echo "$ops" | while IFS=: read -r op fn args; do
 done
 
 echo "== user-space instructions per call (callgrind; 'own' is the transport's"
-echo "   code, the rest is the verbs provider and libc below it; db1: syncmem"
-echo "   with doorbell batching off; ratios are syncmem / rc_verbs)"
-printf '%-12s %8s %8s %8s %6s %6s %7s %7s %7s %6s\n' op syncmem db1 rc_verbs ratio \
-    "db1/rc" "own sm" "own db1" "own rc" ratio
+echo "   code, the rest is the verbs provider and libc below it; db16: syncmem"
+echo "   with doorbell batching, 16 a doorbell; ratios are syncmem / rc_verbs)"
+printf '%-12s %8s %8s %8s %6s %6s %7s %7s %7s %6s\n' op syncmem db16 rc_verbs ratio \
+    "db16/rc" "own sm" "own db16" "own rc" ratio
 awk -F, 'NR > 1 && $3 > 0 { t[$1, $2] = $4 / $3; o[$1, $2] = $5 / $3 }
     NR > 1 && !($1 in seen) { seen[$1] = 1; order[++n] = $1 }
     function r(a, b) { return (b > 0) ? sprintf("%.2f", a / b) : "-" }
     END {
         for (i = 1; i <= n; ++i) {
             k = order[i]
-            s = t[k, "syncmem"]; d = t[k, "syncmem_db1"]; c = t[k, "rc_verbs"]
-            so = o[k, "syncmem"]; do1 = o[k, "syncmem_db1"]; co = o[k, "rc_verbs"]
+            s = t[k, "syncmem"]; d = t[k, "syncmem_db16"]; c = t[k, "rc_verbs"]
+            so = o[k, "syncmem"]; do1 = o[k, "syncmem_db16"]; co = o[k, "rc_verbs"]
             printf "%-12s %8.1f %8.1f %8.1f %6s %6s %7.1f %7.1f %7.1f %6s\n", k, s, d, c,
                    r(s, c), r(d, c), so, do1, co, r(so, co)
         }
