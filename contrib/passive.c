@@ -46,13 +46,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_OPS   100000
-#define CALIB_SEC 0.05
+#include "passive.h"
 
 enum { CMD_NONE, CMD_BASELINE, CMD_TRAFFIC, CMD_QUIT };
-enum { OP_FADD, OP_CSWAP, OP_SWAP, OP_LAST };
-
-static const char *op_names[] = { "fadd", "cswap", "swap" };
 
 /* DIR/ctl. The origin writes cmd, slice_us, slices, then cmd_seq; the
  * target acknowledges with ack_seq when it starts and done_seq, after
@@ -67,15 +63,6 @@ static const char *dir;
 static passive_ctl_t *ctl;
 static ucp_context_h context;
 static ucp_worker_h worker;
-static volatile unsigned long sink;
-
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, ucs_status_t status)
 {
@@ -129,36 +116,9 @@ static void init_ucp(void)
 /* --- target ------------------------------------------------------------- */
 
 /* Work that the compiler cannot drop or shorten: a dependent chain. */
-static void compute(unsigned long iters)
-{
-    unsigned long x = sink, i;
-
-    for (i = 0; i < iters; ++i) {
-        x = x * 6364136223846793005ul + 1442695040888963407ul;
-    }
-    sink = x;
-}
-
 static void progress_all(void)
 {
     while (ucp_worker_progress(worker) != 0) {
-    }
-}
-
-/* Iterations of compute() per microsecond on this (idle) CPU. */
-static double calibrate(void)
-{
-    unsigned long iters = 1000;
-    double t;
-
-    for (;;) {
-        t = now();
-        compute(iters);
-        t = now() - t;
-        if (t >= CALIB_SEC) {
-            return iters / (t * 1e6);
-        }
-        iters *= 2;
     }
 }
 
@@ -369,14 +329,7 @@ static unsigned command(unsigned cmd, unsigned slice_us, unsigned slices)
     return seq;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-
-    return (x > y) - (x < y);
-}
-
-/* A phase of the target's slices, with op (or, for OP_LAST, no traffic at
+/* A phase of the target's slices, with op (or, for OP_NONE, no traffic at
  * all: the origin sleeps). Returns the target's wall time; *lat and *n_p
  * get the latencies in usec. */
 static double phase(int op, unsigned slice_us, unsigned slices,
@@ -385,12 +338,12 @@ static double phase(int op, unsigned slice_us, unsigned slices,
     unsigned seq, n = 0;
     double t;
 
-    seq = command((op == OP_LAST) ? CMD_BASELINE : CMD_TRAFFIC, slice_us,
+    seq = command((op == OP_NONE) ? CMD_BASELINE : CMD_TRAFFIC, slice_us,
                   slices);
     while (load(&ctl->ack_seq) != seq) {
     }
     while (load(&ctl->done_seq) != seq) {
-        if (op == OP_LAST) {
+        if (op == OP_NONE) {
             usleep(1000);
             continue;
         }
@@ -449,17 +402,17 @@ static int origin(unsigned phase_ms)
     connect_target();
     /* wireup and warm-up, while the target progresses */
     for (i = 0; i < 20; ++i) {
-        one_op(i % OP_LAST);
+        one_op(i % OP_NONE);
     }
     print_atomics();
 
     for (s = 0; s < sizeof(slices_us) / sizeof(slices_us[0]); ++s) {
         slices = slices_us[s] ? (phase_ms * 1000 / slices_us[s]) : phase_ms;
         if (slices_us[s] != 0) {
-            base_wall = phase(OP_LAST, slices_us[s], slices, lat, &n,
+            base_wall = phase(OP_NONE, slices_us[s], slices, lat, &n,
                               &base_compute);
         }
-        for (op = 0; op < OP_LAST; ++op) {
+        for (op = 0; op < OP_NONE; ++op) {
             wall = phase(op, slices_us[s], slices, lat, &n, &comp);
             if (n == 0) {
                 fprintf(stderr, "passive: no %s completed\n", op_names[op]);

@@ -24,50 +24,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define MAX_OPS   100000
+#include "passive.h"
+
 #define TAG_DONE  7
 #define TAG_END   8
-#define CALIB_SEC 0.05
-
-enum { OP_FADD, OP_CSWAP, OP_SWAP, OP_NONE };
-
-static const char *op_names[] = { "fadd", "cswap", "swap" };
-static volatile unsigned long sink;
-
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Work the compiler cannot drop: a dependent chain. */
-static void compute(unsigned long iters)
-{
-    unsigned long x = sink, i;
-
-    for (i = 0; i < iters; ++i) {
-        x = x * 6364136223846793005ul + 1442695040888963407ul;
-    }
-    sink = x;
-}
-
-static double calibrate(void)
-{
-    unsigned long iters = 1000;
-    double t;
-
-    for (;;) {
-        t = now();
-        compute(iters);
-        t = now() - t;
-        if (t >= CALIB_SEC) {
-            return iters / (t * 1e6);
-        }
-        iters *= 2;
-    }
-}
 
 /* Rank 1's way into MPI between slices: MPI_Test on a receive that stays
  * pending until the end, which runs Open MPI's progress (the osc
@@ -107,13 +67,6 @@ static void target_phase(unsigned slice_us, unsigned slices, double per_us)
         fprintf(stderr, "target: %u x %u us done\n", slices, slice_us);
     }
     MPI_Send(t, 2, MPI_DOUBLE, 0, TAG_DONE, MPI_COMM_WORLD);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-
-    return (x > y) - (x < y);
 }
 
 static uint64_t mirror;

@@ -24,54 +24,13 @@
 #include <stdlib.h>
 #include <time.h>
 
-#define MAX_OPS   100000
-#define CALIB_SEC 0.05
-
-enum { OP_FADD, OP_CSWAP, OP_SWAP, OP_NONE };
-
-static const char *op_names[] = { "fadd", "cswap", "swap" };
-static volatile unsigned long sink;
+#include "passive.h"
 
 /* symmetric: the target word, one the target fetches itself, and the
  * target's report of each phase (times, then the phase number) */
 static long word, probe;
 static double times[2];
 static volatile long done_phase;
-
-static double now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Work the compiler cannot drop: a dependent chain. */
-static void compute(unsigned long iters)
-{
-    unsigned long x = sink, i;
-
-    for (i = 0; i < iters; ++i) {
-        x = x * 6364136223846793005ul + 1442695040888963407ul;
-    }
-    sink = x;
-}
-
-static double calibrate(void)
-{
-    unsigned long iters = 1000;
-    double t;
-
-    for (;;) {
-        t = now();
-        compute(iters);
-        t = now() - t;
-        if (t >= CALIB_SEC) {
-            return iters / (t * 1e6);
-        }
-        iters *= 2;
-    }
-}
 
 static void enter_shmem(void)
 {
@@ -104,13 +63,6 @@ static void target_phase(long phase, unsigned slice_us, unsigned slices,
     shmem_fence();
     shmem_long_p((long*)&done_phase, phase, 0);
     shmem_quiet();
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double*)a, y = *(const double*)b;
-
-    return (x > y) - (x < y);
 }
 
 static long mirror;

@@ -1,0 +1,64 @@
+/*
+ * passive.h: what the three passive-target benches share (contrib/passive.c
+ * in UCP, passive_mpi.c, passive_shmem.c): the operations, the target's
+ * fixed work and its calibration, and the clock.
+ */
+#ifndef SYNCMEM_CONTRIB_PASSIVE_H
+#define SYNCMEM_CONTRIB_PASSIVE_H
+
+#include <time.h>
+
+#define MAX_OPS   100000  /* latencies kept per phase */
+#define CALIB_SEC 0.05    /* how long calibrate() times compute() */
+
+/* OP_NONE: a phase without traffic, the baseline of the slowdown */
+enum { OP_FADD, OP_CSWAP, OP_SWAP, OP_NONE };
+
+static const char *op_names[] = { "fadd", "cswap", "swap" };
+static volatile unsigned long sink;
+
+static double now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Work the compiler cannot drop: a dependent chain. */
+static void compute(unsigned long iters)
+{
+    unsigned long x = sink, i;
+
+    for (i = 0; i < iters; ++i) {
+        x = x * 6364136223846793005ul + 1442695040888963407ul;
+    }
+    sink = x;
+}
+
+/* Iterations of compute() per microsecond on this (idle) CPU. */
+static double calibrate(void)
+{
+    unsigned long iters = 1000;
+    double t;
+
+    for (;;) {
+        t = now();
+        compute(iters);
+        t = now() - t;
+        if (t >= CALIB_SEC) {
+            return iters / (t * 1e6);
+        }
+        iters *= 2;
+    }
+}
+
+/* qsort of latencies, for the median and p99 */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+
+    return (x > y) - (x < y);
+}
+
+#endif
