@@ -122,27 +122,14 @@ static void progress_all(void)
     }
 }
 
+/* (at 0 ms the target waits in the library, as under ucx_perftest) */
 static void run_slices(unsigned slice_us, unsigned slices, double per_us)
 {
-    unsigned long iters = (unsigned long)(per_us * slice_us);
-    double start = now(), c, compute_sec = 0;
-    unsigned i;
+    double t[2];
 
-    if (slice_us == 0) {
-        /* the target waits in the library, as under ucx_perftest */
-        while (now() - start < slices * 1e-3) {
-            ucp_worker_progress(worker);
-        }
-    } else {
-        for (i = 0; i < slices; ++i) {
-            c = now();
-            compute(iters);
-            compute_sec += now() - c;
-            progress_all();
-        }
-    }
-    ctl->wall_sec    = now() - start;
-    ctl->compute_sec = compute_sec;
+    target_slices(slice_us, slices, per_us, progress_all, t);
+    ctl->wall_sec    = t[0];
+    ctl->compute_sec = t[1];
 }
 
 static int target(void)
@@ -225,8 +212,7 @@ static int target(void)
 
 static ucp_ep_h ep;
 static ucp_rkey_h rkey;
-static uint64_t remote_addr, mirror;
-static unsigned long wrong;
+static uint64_t remote_addr;
 
 static void connect_target(void)
 {
@@ -307,15 +293,7 @@ static void one_op(int op)
     if (status != UCS_OK) {
         die(op_names[op], status);
     }
-    if (result != mirror) {
-        if (wrong++ < 5) {
-            fprintf(stderr, "passive: %s fetched %llu, expected %llu\n",
-                    op_names[op], (unsigned long long)result,
-                    (unsigned long long)mirror);
-        }
-        mirror = result;
-    }
-    ++mirror;
+    check_fetched("passive", op, result);
 }
 
 static unsigned command(unsigned cmd, unsigned slice_us, unsigned slices)

@@ -6,6 +6,8 @@
 #ifndef SYNCMEM_CONTRIB_PASSIVE_H
 #define SYNCMEM_CONTRIB_PASSIVE_H
 
+#include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #define MAX_OPS   100000  /* latencies kept per phase */
@@ -51,6 +53,51 @@ static double calibrate(void)
         }
         iters *= 2;
     }
+}
+
+/* The target's phase: slices of slice_us of compute(), each followed by
+ * enter() (into the library); slice_us 0 is enter() all the time, for
+ * slices ms. t[0]: the wall time, t[1]: the time in compute(). */
+static void target_slices(unsigned slice_us, unsigned slices, double per_us,
+                          void (*enter)(void), double t[2])
+{
+    unsigned long iters = (unsigned long)(per_us * slice_us);
+    double start = now(), c;
+    unsigned i;
+
+    t[1] = 0;
+    if (slice_us == 0) {
+        while (now() - start < slices * 1e-3) {
+            enter();
+        }
+    } else {
+        for (i = 0; i < slices; ++i) {
+            c = now();
+            compute(iters);
+            t[1] += now() - c;
+            enter();
+        }
+    }
+    t[0] = now() - start;
+}
+
+/* The origin's copy of the target word (one origin): each fetched value
+ * must equal it; then it moves on by one, as the operation moved the word.
+ * A wrong value is counted, the first few said. */
+static uint64_t mirror;
+static unsigned long wrong;
+
+static void check_fetched(const char *prog, int op, uint64_t result)
+{
+    if (result != mirror) {
+        if (wrong++ < 5) {
+            fprintf(stderr, "%s: %s fetched %llu, expected %llu\n", prog,
+                    op_names[op], (unsigned long long)result,
+                    (unsigned long long)mirror);
+        }
+        mirror = result;
+    }
+    ++mirror;
 }
 
 /* qsort of latencies, for the median and p99 */

@@ -46,31 +46,14 @@ static void enter_mpi(void)
 /* Rank 1: one phase of slices; sends its wall and compute time to rank 0. */
 static void target_phase(unsigned slice_us, unsigned slices, double per_us)
 {
-    unsigned long iters = (unsigned long)(per_us * slice_us);
-    double t[2] = { 0, 0 }, start = now(), c;
-    unsigned i;
+    double t[2];
 
-    if (slice_us == 0) {
-        while (now() - start < slices * 1e-3) {
-            enter_mpi();
-        }
-    } else {
-        for (i = 0; i < slices; ++i) {
-            c = now();
-            compute(iters);
-            t[1] += now() - c;
-            enter_mpi();
-        }
-    }
-    t[0] = now() - start;
+    target_slices(slice_us, slices, per_us, enter_mpi, t);
     if (getenv("PASSIVE_DEBUG") != NULL) {
         fprintf(stderr, "target: %u x %u us done\n", slices, slice_us);
     }
     MPI_Send(t, 2, MPI_DOUBLE, 0, TAG_DONE, MPI_COMM_WORLD);
 }
-
-static uint64_t mirror;
-static unsigned long wrong;
 
 static void one_op(int op, MPI_Win win)
 {
@@ -88,15 +71,7 @@ static void one_op(int op, MPI_Win win)
         break;
     }
     MPI_Win_flush(1, win);
-    if (result != mirror) {
-        if (wrong++ < 5) {
-            fprintf(stderr, "passive_mpi: %s fetched %llu, expected %llu\n",
-                    op_names[op], (unsigned long long)result,
-                    (unsigned long long)mirror);
-        }
-        mirror = result;
-    }
-    ++mirror;
+    check_fetched("passive_mpi", op, result);
 }
 
 /* Rank 0: one phase; op OP_NONE is the baseline (no traffic). */

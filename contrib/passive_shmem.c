@@ -42,31 +42,14 @@ static void enter_shmem(void)
 static void target_phase(long phase, unsigned slice_us, unsigned slices,
                          double per_us)
 {
-    unsigned long iters = (unsigned long)(per_us * slice_us);
-    double t[2] = { 0, 0 }, start = now(), c;
-    unsigned i;
+    double t[2];
 
-    if (slice_us == 0) {
-        while (now() - start < slices * 1e-3) {
-            enter_shmem();
-        }
-    } else {
-        for (i = 0; i < slices; ++i) {
-            c = now();
-            compute(iters);
-            t[1] += now() - c;
-            enter_shmem();
-        }
-    }
-    t[0] = now() - start;
+    target_slices(slice_us, slices, per_us, enter_shmem, t);
     shmem_double_put(times, t, 2, 0);
     shmem_fence();
     shmem_long_p((long*)&done_phase, phase, 0);
     shmem_quiet();
 }
-
-static long mirror;
-static unsigned long wrong;
 
 static void one_op(int op)
 {
@@ -77,20 +60,14 @@ static void one_op(int op)
         result = shmem_long_atomic_fetch_add(&word, 1, 1);
         break;
     case OP_CSWAP:
-        result = shmem_long_atomic_compare_swap(&word, mirror, mirror + 1, 1);
+        result = shmem_long_atomic_compare_swap(&word, (long)mirror,
+                                                (long)mirror + 1, 1);
         break;
     default:
-        result = shmem_long_atomic_swap(&word, mirror + 1, 1);
+        result = shmem_long_atomic_swap(&word, (long)mirror + 1, 1);
         break;
     }
-    if (result != mirror) {
-        if (wrong++ < 5) {
-            fprintf(stderr, "passive_shmem: %s fetched %ld, expected %ld\n",
-                    op_names[op], result, mirror);
-        }
-        mirror = result;
-    }
-    ++mirror;
+    check_fetched("passive_shmem", op, (uint64_t)result);
 }
 
 /* PE 0: one phase; op OP_NONE is the baseline (no traffic: it waits in
