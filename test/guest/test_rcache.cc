@@ -25,7 +25,7 @@ protected:
         return c;
     }
 
-    // Anonymous private memory, unmapped at teardown unless unmap()ped.
+    // Anonymous private memory, unmapped at teardown.
     uint8_t *map(size_t size, void *at = nullptr, int prot = PROT_READ |
                                                             PROT_WRITE) {
         void *p = mmap(at, size, prot, MAP_PRIVATE | MAP_ANONYMOUS |
@@ -39,15 +39,17 @@ protected:
         return (uint8_t*)p;
     }
 
-    void unmap(void *p) {
-        for (auto it = m_maps.begin(); it != m_maps.end(); ++it) {
-            if (it->first == p) {
-                ASSERT_EQ(0, munmap(it->first, it->second));
-                m_maps.erase(it);
-                return;
-            }
-        }
-        FAIL() << p << " was not mapped by the test";
+    // Fresh anonymous pages in place of [p, p + size), mapped by the test:
+    // one mmap with MAP_FIXED, so that no other thread's mmap can take the
+    // range between an munmap and a new mmap, as one did once (EEXIST). UCX
+    // still sees the old pages go: its hook reports the range of a fixed
+    // mapping as unmapped first.
+    uint8_t *remap(void *p, size_t size, int prot = PROT_READ | PROT_WRITE) {
+        void *q = mmap(p, size, prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                       -1, 0);
+        EXPECT_EQ(p, q) << "mmap(" << p << ", " << size << ", MAP_FIXED): "
+                        << strerror(errno);
+        return (q == MAP_FAILED) ? nullptr : (uint8_t*)q;
     }
 
     uct_mem_h reg(uct_md_h md, void *p, size_t size) {
@@ -129,8 +131,7 @@ TEST_F(syncmem_rcache_test, munmap_then_mmap_gives_new_registration)
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, old_memh));  // stays cached
     auto before = counters(m_md);
 
-    unmap(p);
-    uint8_t *q = map(size, p);
+    uint8_t *q = remap(p, size);
     ASSERT_EQ(p, q) << "could not map the same address again";
     memset(q, 'b', size);
 
@@ -170,8 +171,7 @@ TEST_F(syncmem_rcache_test, munmap_while_registered_never_reaches_new_memory)
     uint32_t old_rkey  = rkey_of(m_md, old_memh);
     auto before = counters(m_md);
 
-    unmap(p);
-    uint8_t *q = map(size, p);
+    uint8_t *q = remap(p, size);
     ASSERT_EQ(p, q);
     memset(q, 'c', size);
 
@@ -311,9 +311,9 @@ TEST_F(syncmem_rcache_test, reg_align_2m)
     // a buffer between unmapped and PROT_NONE pages: widened only over
     // memory that can be registered, so it still registers
     uint8_t *hole = map(3 * m_page);
-    unmap(hole);
-    uint8_t *guard = map(m_page, hole, PROT_NONE);
-    uint8_t *buf   = map(m_page, hole + m_page);
+    ASSERT_EQ(0, munmap(hole + 2 * m_page, m_page));
+    uint8_t *guard = remap(hole, m_page, PROT_NONE);
+    uint8_t *buf   = remap(hole + m_page, m_page);
     ASSERT_TRUE((guard != nullptr) && (buf != nullptr));
     uct_mem_h memh = reg(md2m, buf, m_page);
     ASSERT_NE(nullptr, memh);
