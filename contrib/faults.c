@@ -492,6 +492,34 @@ static void client_disconnect(void)
     ep = NULL;
 }
 
+/*
+ * Wait for a new endpoint's wireup (a get of the counter: an empty flush
+ * does not wait for it) before any atomic: if the endpoint fails while
+ * UCP 1.13 still holds requests for its wireup, the purge of that queue
+ * never completes a fetching atomic (its count starts at 1 and the purge
+ * only calls the completion at 0), and the application waits for ever.
+ * Puts, gets, AMs and flushes do complete. A failed wireup closes the
+ * endpoint, and the caller tries again.
+ */
+static ucs_status_t client_wired(void)
+{
+    ucp_request_param_t none = { .op_attr_mask = 0 };
+    uint64_t counter;
+    op_t op;
+
+    op_start(&op, ucp_get_nbx(ep, &counter, sizeof(counter), remote_base,
+                              rkey, &none));
+    op_wait(&op, 1, "wireup");
+    if ((op.status == UCS_OK) && (ep_error == UCS_OK)) {
+        return UCS_OK;
+    }
+    printf("new endpoint failed: %s\n",
+           ucs_status_string((ep_error != UCS_OK) ? ep_error : op.status));
+    fflush(stdout);
+    client_disconnect();
+    return UCS_ERR_UNREACHABLE;
+}
+
 static void touch(const char *name)
 {
     FILE *f = fopen(path(name), "w");
@@ -544,7 +572,8 @@ static int client(double seconds, unsigned batch)
     while (now() < end) {
         if (ep == NULL) {
             epochs = realloc(epochs, (nepochs + 1) * sizeof(*epochs));
-            if (client_connect(&epochs[nepochs].gen) != UCS_OK) {
+            if ((client_connect(&epochs[nepochs].gen) != UCS_OK) ||
+                (client_wired() != UCS_OK)) {
                 ++connect_failed;
                 usleep(100000);
                 continue;

@@ -231,7 +231,7 @@ run_row() {
     (( $(get am_died_with_peer) == 0 )) ||
         note="$note; $(get am_died_with_peer) AMs died with the killed server"
     (( $(get connect_failed) == 0 )) ||
-        note="$note; $(get connect_failed) ucp_ep_create failures"
+        note="$note; $(get connect_failed) new endpoints that failed to connect"
     row "$tl" "$sc" "$(get ops_ok),$(get ops_failed),$(get lost),$(get duplicated),$(get corrupted),$reconnects,0,$recovery,$(get ep_recreated)" "$note"
     rm -rf "$st"
 }

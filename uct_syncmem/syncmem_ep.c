@@ -112,6 +112,54 @@ void uct_syncmem_ep_set_state(uct_syncmem_ep_t *ep, uint8_t state)
     ep->state             = state;
 }
 
+static ucs_arbiter_cb_result_t
+uct_syncmem_ep_pending_take_cb(ucs_arbiter_t *arbiter,
+                               ucs_arbiter_group_t *group,
+                               ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
+
+    UCS_STATIC_ASSERT(sizeof(ucs_queue_elem_t) <= UCT_PENDING_REQ_PRIV_LEN);
+    ucs_queue_push((ucs_queue_head_t*)arg, (ucs_queue_elem_t*)req->priv);
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+}
+
+/*
+ * Run what waits in the pending queue of a failed endpoint now, before its
+ * error handler: each request calls its operation, gets the endpoint's
+ * error and completes with it. Left to the handler, UCP 1.13 purges them
+ * instead, and its purge never completes a fetching atomic (its completion
+ * count starts at 1 and nothing takes it to 0): the application hangs.
+ * Not while a pending queue is dispatched (the arbiter walks it).
+ */
+static void uct_syncmem_ep_fail_pending(uct_syncmem_iface_t *iface,
+                                        uct_syncmem_ep_t *ep)
+{
+    ucs_queue_head_t queue;
+    uct_pending_req_t *req;
+    ucs_status_t status;
+
+    if (iface->dispatching != NULL) {
+        ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+        return;
+    }
+
+    ucs_queue_head_init(&queue);
+    ucs_arbiter_group_purge(&iface->arbiter, &ep->arb_group,
+                            uct_syncmem_ep_pending_take_cb, &queue);
+    while (!ucs_queue_is_empty(&queue)) {
+        req = ucs_container_of((void*)ucs_queue_pull_non_empty(&queue),
+                               uct_pending_req_t, priv);
+        iface->dispatching = ep;
+        status             = req->func(req);
+        iface->dispatching = NULL;
+        if (status != UCS_OK) {
+            /* not done with (it cannot post): the purge will see it */
+            uct_pending_req_arb_group_push(&ep->arb_group, req);
+        }
+    }
+}
+
 void uct_syncmem_ep_set_failed(uct_syncmem_ep_t *ep, ucs_status_t status)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
@@ -128,9 +176,8 @@ void uct_syncmem_ep_set_failed(uct_syncmem_ep_t *ep, ucs_status_t status)
     uct_syncmem_ep_set_state(ep, UCT_SYNCMEM_EP_FAILED);
     ep->status = status;
     uct_syncmem_ep_qp_to_error(ep);
-    /* let pending requests run, so that they see the error */
     if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
-        ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+        uct_syncmem_ep_fail_pending(iface, ep);
     }
     uct_iface_handle_ep_err(&iface->super.super, &ep->super.super, status);
 }
