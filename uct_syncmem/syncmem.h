@@ -151,6 +151,7 @@ typedef struct uct_syncmem_iface_config {
     unsigned           rc_retry_count;
     unsigned           rc_rnr_retry_count;
     int                reconnect;
+    int                reconnect_resume;
     ucs_time_t         reconnect_timeout;
     ucs_time_t         stall_timeout;  /* UCS_TIME_AUTO: from the retries */
     ucs_time_t         op_timeout;
@@ -202,6 +203,8 @@ enum {
 };
 
 
+#define UCT_SYNCMEM_PSN_MASK  0xffffffu /* PSNs are 24 bits */
+
 /*
  * A request as it was posted, kept until it completes, so that a reconnect
  * can post it again (syncmem_fault.c). Inline data is copied into the
@@ -219,6 +222,8 @@ typedef struct uct_syncmem_replay {
     uint8_t  send_flags;
     uint8_t  num_sge;
     uint8_t  lost;       /* an atomic whose outcome a reconnect lost */
+    uint32_t psn;        /* its first packet sequence number */
+    uint32_t npkts;      /* and how many it takes (a read: its replies) */
 } uct_syncmem_replay_t;
 
 static inline int uct_syncmem_ep_state_connecting(uint8_t state)
@@ -257,6 +262,11 @@ typedef struct uct_syncmem_ep {
         uint8_t          lost_silent;   /* one without a completion retired:
                                            the next flush reports it */
         int              qp_ready;      /* the new QP is connected */
+        uint32_t         next_psn;      /* of the next request posted */
+        uint8_t          mtu_shift;     /* log2 of the path MTU */
+        uint8_t          resume;        /* asked to resume old_qp */
+        uint8_t          drained;       /* old_qp's flushes are all in */
+        uint32_t         old_rq_psn;    /* old_qp's next expected PSN */
         ucs_time_t       started;
         ucs_time_t       deadline;
         uint16_t         wd_sn;         /* OP_TIMEOUT watchdog: acked_sn... */
@@ -278,6 +288,7 @@ typedef struct uct_syncmem_ep {
         uint32_t         peer_rc_qpn;   /* from the REP */
         uint16_t         gen;           /* bumped by each reconnect */
         volatile int     replied;       /* set by the async handler */
+        volatile int     resumed;       /* ...the peer kept its QP */
     } cm;
 } uct_syncmem_ep_t;
 
@@ -392,6 +403,7 @@ struct uct_syncmem_iface {
         uint8_t        rc_rnr_retry_count;
         uint8_t        max_rd_atomic;
         int            reconnect;
+        int            reconnect_resume;
         ucs_time_t     reconnect_timeout;
         ucs_time_t     op_timeout;      /* UCS_TIME_INFINITY: none */
         ucs_time_t     stall_timeout;   /* UCS_TIME_INFINITY: none */
@@ -476,6 +488,14 @@ ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,
                                     struct ibv_qp *qp,
                                     const uct_syncmem_port_t *peer,
                                     uint32_t dest_qpn);
+ucs_status_t uct_syncmem_qp_resume(uct_syncmem_iface_t *iface,
+                                   struct ibv_qp *qp,
+                                   const uct_syncmem_port_t *peer,
+                                   uint32_t dest_qpn, uint32_t sq_psn,
+                                   uint32_t rq_psn);
+enum ibv_qp_state uct_syncmem_qp_query(struct ibv_qp *qp, uint32_t *rq_psn_p);
+enum ibv_mtu uct_syncmem_qp_path_mtu(uct_syncmem_iface_t *iface,
+                                     const uct_syncmem_port_t *peer);
 ucs_status_t uct_syncmem_ah_create(uct_syncmem_iface_t *iface,
                                    const uct_syncmem_port_t *peer,
                                    struct ibv_ah **ah_p);

@@ -139,22 +139,6 @@ static void uct_syncmem_cm_send(uct_syncmem_iface_t *iface, struct ibv_ah *ah,
     ++iface->cm.sends_posted;
 }
 
-static void uct_syncmem_cm_msg_init(uct_syncmem_iface_t *iface, uint8_t type,
-                                    uint64_t dst_iface_id, uint64_t conn_id,
-                                    uint16_t gen, uint32_t rc_qpn,
-                                    uct_syncmem_cm_msg_t *msg)
-{
-    memset(msg, 0, sizeof(*msg));
-    msg->type         = type;
-    msg->gen          = gen;
-    msg->src_cm_qpn   = iface->cm.qp->qp_num;
-    msg->rc_qpn       = rc_qpn;
-    msg->src_iface_id = iface->id;
-    msg->dst_iface_id = dst_iface_id;
-    msg->conn_id      = conn_id;
-    uct_syncmem_dev_addr_pack(&iface->port, &msg->src_dev);
-}
-
 static void uct_syncmem_cm_retire_ah(uct_syncmem_iface_t *iface,
                                      struct ibv_ah *ah)
 {
@@ -198,6 +182,7 @@ void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep)
 
     uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REQ, ep->cm.peer_iface_id,
                             ep->cm.conn_id, ep->cm.gen, ep->qp->qp_num, &msg);
+    msg.flags = ep->rc.resume ? UCT_SYNCMEM_CM_F_RESUME : 0;
     uct_syncmem_cm_send(iface, ep->cm.ah, ep->cm.peer_cm_qpn, &msg);
 }
 
@@ -221,6 +206,7 @@ void uct_syncmem_cm_reconnect(uct_syncmem_ep_t *ep)
 {
     ++ep->cm.gen;
     ep->cm.replied = 0;
+    ep->cm.resumed = 0;
     uct_syncmem_cm_send_req(ep);
 }
 
@@ -259,6 +245,7 @@ static void uct_syncmem_cm_send_rep(uct_syncmem_iface_t *iface,
 
     uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REP, p->peer_iface_id,
                             p->conn_id, p->gen, p->qpn, &rep);
+    rep.flags = p->resumed ? UCT_SYNCMEM_CM_F_RESUME : 0;
     uct_syncmem_cm_send(iface, p->ah, p->peer_cm_qpn, &rep);
 }
 
@@ -281,14 +268,29 @@ static ucs_status_t uct_syncmem_cm_passive_qp(uct_syncmem_iface_t *iface,
     return status;
 }
 
-/* REQ of a later generation: the initiator's QP broke and it has a new
- * one. The passive QP is replaced by one connected to that. */
+/* REQ of a later generation: the initiator's QP broke. If it kept that QP
+ * and ours is still up (only our keepalive writes can break it), both are
+ * kept and it resumes where it stopped (uct_syncmem_qp_resume). Otherwise
+ * the passive QP is replaced by one connected to the initiator's new QP. */
 static void uct_syncmem_cm_passive_replace(uct_syncmem_iface_t *iface,
                                            uct_syncmem_cm_passive_t *p,
                                            const uct_syncmem_cm_msg_t *msg,
                                            const uct_syncmem_port_t *peer)
 {
+    uint32_t rq_psn;
     struct ibv_qp *qp;
+
+    if ((msg->flags & UCT_SYNCMEM_CM_F_RESUME) &&
+        (uct_syncmem_qp_query(p->qp, &rq_psn) == IBV_QPS_RTS)) {
+        ucs_debug("syncmem: iface 0x%" PRIx64 ": connection %" PRIu64 " from"
+                  " iface 0x%" PRIx64 " resumes (generation %u) on QP 0x%x,"
+                  " next PSN 0x%x", iface->id, p->conn_id, p->peer_iface_id,
+                  msg->gen, p->qpn, rq_psn);
+        p->gen     = msg->gen;
+        p->resumed = 1;
+        uct_syncmem_cm_send_rep(iface, p);
+        return;
+    }
 
     if (uct_syncmem_cm_passive_qp(iface, peer, msg->rc_qpn, &qp) != UCS_OK) {
         return; /* the initiator retransmits */

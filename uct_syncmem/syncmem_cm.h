@@ -21,6 +21,11 @@ enum {
     UCT_SYNCMEM_CM_DREQ = 3
 };
 
+/* REQ of a reconnect: the initiator kept the QP the passive QP is
+ * connected to, and resumes it if the passive QP is still up. REP: it is;
+ * rc_qpn is the same passive QP as before. */
+#define UCT_SYNCMEM_CM_F_RESUME   UCS_BIT(0)
+
 typedef struct UCS_S_PACKED uct_syncmem_cm_msg {
     uint8_t                type;
     uint32_t               src_cm_qpn;   /* where to answer */
@@ -30,6 +35,7 @@ typedef struct UCS_S_PACKED uct_syncmem_cm_msg {
     uint64_t               conn_id;      /* chosen by the initiator */
     uint16_t               gen;          /* of the initiator's RC QP */
     uct_syncmem_dev_addr_t src_dev;
+    uint8_t                flags;        /* UCT_SYNCMEM_CM_F_* */
 } uct_syncmem_cm_msg_t;
 
 /* The passive side of one connection, owned by the target iface. It is
@@ -44,6 +50,7 @@ typedef struct uct_syncmem_cm_passive {
     uint16_t        gen;
     uint8_t         probing;     /* a keepalive write is in flight */
     uint8_t         confirmed;   /* a keepalive write reached the peer */
+    uint8_t         resumed;     /* this generation kept the same QP */
     struct ibv_qp   *qp;
     struct ibv_ah   *ah;
 } uct_syncmem_cm_passive_t;
@@ -67,6 +74,12 @@ typedef enum {
     UCT_SYNCMEM_CM_REPLIED,  /* REP for an endpoint that is connecting */
     UCT_SYNCMEM_CM_RELEASE   /* DREQ: the initiator closed its endpoint */
 } uct_syncmem_cm_action_t;
+
+/* A message from this iface (flags 0). */
+void uct_syncmem_cm_msg_init(uct_syncmem_iface_t *iface, uint8_t type,
+                             uint64_t dst_iface_id, uint64_t conn_id,
+                             uint16_t gen, uint32_t rc_qpn,
+                             uct_syncmem_cm_msg_t *msg);
 
 /* Checks a received UD message (buf: after the GRH, byte_len: with it;
  * src_qp: the sender's QP number as the HCA reports it). */

@@ -21,6 +21,22 @@
 #include <string.h>
 
 
+void uct_syncmem_cm_msg_init(uct_syncmem_iface_t *iface, uint8_t type,
+                             uint64_t dst_iface_id, uint64_t conn_id,
+                             uint16_t gen, uint32_t rc_qpn,
+                             uct_syncmem_cm_msg_t *msg)
+{
+    memset(msg, 0, sizeof(*msg));
+    msg->type         = type;
+    msg->gen          = gen;
+    msg->src_cm_qpn   = iface->cm.qp->qp_num;
+    msg->rc_qpn       = rc_qpn;
+    msg->src_iface_id = iface->id;
+    msg->dst_iface_id = dst_iface_id;
+    msg->conn_id      = conn_id;
+    uct_syncmem_dev_addr_pack(&iface->port, &msg->src_dev);
+}
+
 ucs_status_t uct_syncmem_cm_msg_parse(const uct_syncmem_iface_t *iface,
                                       const void *buf, uint32_t byte_len,
                                       uint32_t src_qp,
@@ -184,6 +200,7 @@ void uct_syncmem_cm_passive_insert(uct_syncmem_iface_t *iface,
     p->gen           = msg->gen;
     p->probing       = 0;
     p->confirmed     = 0;
+    p->resumed       = 0;
     ucs_list_add_tail(&iface->cm.passive, &p->list);
     ++iface->cm.half_open;
 
@@ -206,6 +223,7 @@ void uct_syncmem_cm_passive_replaced(uct_syncmem_iface_t *iface,
     p->probing = 0;
     p->qpn     = new_qpn;
     p->gen     = msg->gen;
+    p->resumed = 0;
 }
 
 /* The receive path may drop what it knows of the QP, unless a reconnect
@@ -245,6 +263,10 @@ void uct_syncmem_cm_passive_remove(uct_syncmem_iface_t *iface,
 void uct_syncmem_cm_replied(uct_syncmem_ep_t *ep,
                             const uct_syncmem_cm_msg_t *msg)
 {
+    /* resumed only if asked, and then it must be the same passive QP */
+    ep->cm.resumed     = ep->rc.resume &&
+                         (msg->flags & UCT_SYNCMEM_CM_F_RESUME) &&
+                         (msg->rc_qpn == ep->cm.peer_rc_qpn);
     ep->cm.peer_rc_qpn = msg->rc_qpn;
     ep->cm.replied     = 1;
 }

@@ -124,12 +124,23 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
     {"RECONNECT", "y",
      "When an endpoint's QP fails because packets stopped getting through\n"
      "(RC retries exceeded: a link, switch or port outage) or was moved to the\n"
-     "error state, connect a new QP to the same peer and post again what had\n"
-     "not completed, instead of failing the endpoint. Puts and gets run again,\n"
-     "active messages are delivered once; an atomic that may have run already\n"
-     "is not run again and completes with UCS_ERR_CONNECTION_RESET. Costs a\n"
-     "copy of each request (and of inline data) per endpoint.",
+     "error state, connect to the same peer again and post again what had\n"
+     "not completed, instead of failing the endpoint: see RECONNECT_RESUME.\n"
+     "Costs a copy of each request (and of inline data) per endpoint.",
      ucs_offsetof(uct_syncmem_iface_config_t, reconnect), UCS_CONFIG_TYPE_BOOL},
+
+    {"RECONNECT_RESUME", "y",
+     "With RECONNECT: when the peer's QP is still up (the usual case after a\n"
+     "link outage), reset the failed QP and resume it where it stopped, with\n"
+     "the same packet sequence numbers: the peer's RC responder recognises\n"
+     "what it already executed, so every operation, atomics included, runs\n"
+     "exactly once and none fails. Otherwise (or with 'n') a new QP is\n"
+     "connected: puts and gets run again, active messages are delivered once,\n"
+     "and an atomic that may have run already is not run again and completes\n"
+     "with UCS_ERR_CONNECTION_RESET. Not after RC_STALL_TIMEOUT found the QP\n"
+     "wedged: then always a new QP.",
+     ucs_offsetof(uct_syncmem_iface_config_t, reconnect_resume),
+     UCS_CONFIG_TYPE_BOOL},
 
     {"RECONNECT_TIMEOUT", "5s",
      "How long an endpoint tries to reconnect before it fails with\n"

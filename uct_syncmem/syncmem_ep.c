@@ -188,6 +188,7 @@ void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep)
                                                 uct_syncmem_iface_t);
 
     uct_syncmem_ep_set_state(ep, UCT_SYNCMEM_EP_CONNECTED);
+    ep->rc.mtu_shift = 7 + uct_syncmem_qp_path_mtu(iface, &ep->cm.peer);
     ucs_debug("syncmem: ep %p connected: QP 0x%x to iface 0x%" PRIx64, ep,
               ep->qp->qp_num, ep->cm.peer_iface_id);
     if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {

@@ -210,6 +210,13 @@ static void uct_syncmem_ep_reconnect_start(uct_syncmem_ep_t *ep,
              (uint16_t)(ep->tx.sn - sn + 1),
              ucs_time_to_sec(iface->config.reconnect_timeout));
 
+    /* Resume the same QP pair if the peer's is up (the REP says): not
+     * after a stall, where the pair itself may be what is wrong. */
+    ep->rc.resume      = iface->config.reconnect_resume &&
+                         (ep->rc.stalls == 0);
+    ep->rc.drained     = 0;
+    uct_syncmem_qp_query(ep->qp, &ep->rc.old_rq_psn);
+
     /* requests not rung yet are posted on the new QP with the others */
     ep->rc.fail_sn     = sn;
     ep->rc.old_last_sn = ep->tx.rung_sn;
@@ -229,7 +236,7 @@ static void uct_syncmem_ep_reconnect_start(uct_syncmem_ep_t *ep,
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
 
     if (sn == ep->rc.old_last_sn) {
-        uct_syncmem_ep_destroy_old_qp(ep); /* that was its last request */
+        ep->rc.drained = 1; /* that was its last request */
     }
     return;
 
@@ -249,9 +256,9 @@ void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
     ucs_status_t status;
 
     if ((ep->rc.old_qp != NULL) && (wc->qp_num == ep->rc.old_qp->qp_num)) {
-        /* flushed: posted again on the new QP once this one is empty */
+        /* flushed: posted again once this QP is empty */
         if (sn == ep->rc.old_last_sn) {
-            uct_syncmem_ep_destroy_old_qp(ep);
+            ep->rc.drained = 1;
         }
         return;
     }
@@ -293,9 +300,17 @@ static void uct_syncmem_replay_wr(uct_syncmem_iface_t *iface,
     wr->send_flags = e->send_flags;
     wr->imm_data   = e->imm_data;
 
+    if (replay) {
+        /* the PSNs it takes now (the same ones, when resumed) */
+        e->psn          = ep->rc.next_psn;
+        ep->rc.next_psn = (e->psn + e->npkts) & UCT_SYNCMEM_PSN_MASK;
+    }
     if (uct_syncmem_opcode_is_atomic(e->opcode) &&
-        UCS_CIRCULAR_COMPARE16(sn, >, ep->rc.old_last_sn)) {
-        replay = 0; /* never reached the old QP: it did not run */
+        (UCS_CIRCULAR_COMPARE16(sn, >, ep->rc.old_last_sn) ||
+         ep->cm.resumed)) {
+        /* never reached the old QP, or the peer's responder tells a
+         * duplicate from a new one: it runs once */
+        replay = 0;
     }
     if (!replay && uct_syncmem_opcode_is_atomic(e->opcode)) {
         wr->wr.atomic.remote_addr = e->remote_addr;
@@ -408,9 +423,10 @@ static ucs_status_t uct_syncmem_ep_replay(uct_syncmem_ep_t *ep)
     ep->tx.rung_sn = ep->tx.sn;
 
     ucs_diag("syncmem: ep %p: reconnected to iface 0x%" PRIx64 " after %.0f"
-             " ms, %u requests replayed, %u atomics of unknown outcome"
+             " ms (%s), %u requests replayed, %u atomics of unknown outcome"
              " failed", ep, ep->cm.peer_iface_id,
              ucs_time_to_msec(ucs_get_time() - ep->rc.started),
+             ep->cm.resumed ? "the same QPs, resumed" : "a new QP",
              (uint16_t)(ep->tx.sn - ep->rc.fail_sn + 1), ep->rc.lost - lost);
     if (ep->rc.lost > lost) {
         ucs_warn("syncmem: ep %p: %u atomic operations may or may not have"
@@ -418,6 +434,31 @@ static ucs_status_t uct_syncmem_ep_replay(uct_syncmem_ep_t *ep)
                  " report UCS_ERR_CONNECTION_RESET (not run again)", ep,
                  ep->rc.lost - lost, ep->cm.peer_iface_id);
     }
+    return UCS_OK;
+}
+
+/*
+ * The peer kept its QP: bring the old one back (its flushes are all in) to
+ * where it stopped, and let the new one, made in case, go instead. The
+ * requests posted again keep their PSNs (uct_syncmem_qp_resume).
+ */
+static ucs_status_t uct_syncmem_ep_resume(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uint32_t sq_psn            = ep->rc.ring[ep->rc.fail_sn & ep->rc.mask].psn;
+    struct ibv_qp *spare       = ep->qp;
+    ucs_status_t status;
+
+    status = uct_syncmem_qp_resume(iface, ep->rc.old_qp, &ep->cm.peer,
+                                   ep->cm.peer_rc_qpn, sq_psn,
+                                   ep->rc.old_rq_psn);
+    if (status != UCS_OK) {
+        return status;
+    }
+    ep->qp          = ep->rc.old_qp;
+    ep->rc.old_qp   = spare; /* destroyed next, as the old one would be */
+    ep->rc.next_psn = sq_psn;
     return UCS_OK;
 }
 
@@ -433,8 +474,10 @@ ucs_status_t uct_syncmem_ep_reconnect_check(uct_syncmem_ep_t *ep,
                                                 uct_syncmem_iface_t);
     ucs_status_t status;
 
-    if (!ep->rc.qp_ready && ep->cm.replied) {
-        status = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
+    if (!ep->rc.qp_ready && ep->cm.replied &&
+        (!ep->cm.resumed || ep->rc.drained)) {
+        status = ep->cm.resumed ? uct_syncmem_ep_resume(ep) :
+                 uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
                                         ep->cm.peer_rc_qpn);
         if (status != UCS_OK) {
             return status;
@@ -442,7 +485,11 @@ ucs_status_t uct_syncmem_ep_reconnect_check(uct_syncmem_ep_t *ep,
         ep->rc.qp_ready = 1;
     }
 
-    if (ep->rc.qp_ready && (ep->rc.old_qp == NULL)) {
+    if (ep->rc.qp_ready && ((ep->rc.old_qp == NULL) || ep->rc.drained)) {
+        uct_syncmem_ep_destroy_old_qp(ep);
+        if (!ep->cm.resumed) {
+            ep->rc.next_psn = 0; /* a new QP starts there */
+        }
         status = uct_syncmem_ep_replay(ep);
         if (status != UCS_OK) {
             return status;
@@ -462,7 +509,7 @@ ucs_status_t uct_syncmem_ep_reconnect_check(uct_syncmem_ep_t *ep,
         return UCS_ERR_ENDPOINT_TIMEOUT;
     }
 
-    if (!ep->rc.qp_ready && (now >= ep->cm.next_retry)) {
+    if (!ep->cm.replied && (now >= ep->cm.next_retry)) {
         uct_syncmem_cm_send_req(ep);
     }
     return UCS_OK;

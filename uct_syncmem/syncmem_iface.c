@@ -510,6 +510,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.max_rd_atomic      = ucs_min(16, ucs_min(dev->max_qp_rd_atom,
                                                           dev->max_qp_init_rd_atom));
     self->config.reconnect          = config->reconnect;
+    self->config.reconnect_resume   = config->reconnect_resume;
     self->config.reconnect_timeout  = config->reconnect_timeout;
     self->config.op_timeout         = config->op_timeout;
     self->config.stall_timeout      = uct_syncmem_iface_stall_timeout(self,

@@ -28,6 +28,27 @@ void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
     init->cap.max_inline_data = iface->config.max_inline;
 }
 
+static ucs_status_t uct_syncmem_qp_init(uct_syncmem_iface_t *iface,
+                                        struct ibv_qp *qp)
+{
+    struct ibv_qp_attr attr = {};
+    int ret;
+
+    attr.qp_state        = IBV_QPS_INIT;
+    attr.pkey_index      = iface->port.pkey_index;  /* UCX_SYNCMEM_PKEY */
+    attr.port_num        = iface->port.num;
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                           IBV_ACCESS_REMOTE_ATOMIC;
+    ret = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+                        IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (ret) {
+        ucs_error("syncmem: QP 0x%x to INIT failed: %s", qp->qp_num,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    return UCS_OK;
+}
+
 /* send_cq: the iface's for endpoints, the CM's for passive QPs (whose only
  * sends are keepalives, handled in the async context). */
 ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
@@ -35,10 +56,8 @@ ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
                                    struct ibv_qp **qp_p)
 {
     uct_syncmem_md_t *md = ucs_derived_of(iface->super.md, uct_syncmem_md_t);
-    struct ibv_qp_attr attr = {};
     struct ibv_qp_init_attr init;
     struct ibv_qp *qp;
-    int ret;
 
     uct_syncmem_qp_init_attr(iface, &init);
     init.send_cq = send_cq;
@@ -52,16 +71,7 @@ ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
         return UCS_ERR_IO_ERROR;
     }
 
-    attr.qp_state        = IBV_QPS_INIT;
-    attr.pkey_index      = iface->port.pkey_index;  /* UCX_SYNCMEM_PKEY */
-    attr.port_num        = iface->port.num;
-    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                           IBV_ACCESS_REMOTE_ATOMIC;
-    ret = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-                        IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    if (ret) {
-        ucs_error("syncmem: QP 0x%x to INIT failed: %s", qp->qp_num,
-                  strerror(ret));
+    if (uct_syncmem_qp_init(iface, qp) != UCS_OK) {
         ibv_destroy_qp(qp);
         return UCS_ERR_IO_ERROR;
     }
@@ -90,20 +100,28 @@ static void uct_syncmem_ah_attr_init(uct_syncmem_iface_t *iface,
     }
 }
 
-ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,
-                                    struct ibv_qp *qp,
-                                    const uct_syncmem_port_t *peer,
-                                    uint32_t dest_qpn)
+enum ibv_mtu uct_syncmem_qp_path_mtu(uct_syncmem_iface_t *iface,
+                                     const uct_syncmem_port_t *peer)
+{
+    return ucs_min(iface->port.mtu, peer->mtu);
+}
+
+/* Both sides start their send PSN at 0: each QP is used for one connection
+ * only, so there are no stale packets to tell apart. A resumed QP starts
+ * where its requests stopped (uct_syncmem_qp_resume). */
+static ucs_status_t uct_syncmem_qp_rts(uct_syncmem_iface_t *iface,
+                                       struct ibv_qp *qp,
+                                       const uct_syncmem_port_t *peer,
+                                       uint32_t dest_qpn, uint32_t sq_psn,
+                                       uint32_t rq_psn)
 {
     struct ibv_qp_attr attr = {};
     int ret;
 
-    /* Both sides start their send PSN at 0: each QP is used for one
-     * connection only, so there are no stale packets to tell apart. */
     attr.qp_state           = IBV_QPS_RTR;
-    attr.path_mtu           = ucs_min(iface->port.mtu, peer->mtu);
+    attr.path_mtu           = uct_syncmem_qp_path_mtu(iface, peer);
     attr.dest_qp_num        = dest_qpn;
-    attr.rq_psn             = 0;
+    attr.rq_psn             = rq_psn;
     attr.max_dest_rd_atomic = iface->config.max_rd_atomic;
     attr.min_rnr_timer      = 12; /* 0.64 ms */
     uct_syncmem_ah_attr_init(iface, peer, &attr.ah_attr);
@@ -117,7 +135,7 @@ ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,
     }
 
     attr.qp_state      = IBV_QPS_RTS;
-    attr.sq_psn        = 0;
+    attr.sq_psn        = sq_psn;
     attr.timeout       = iface->config.rc_timeout;
     attr.retry_cnt     = iface->config.rc_retry_count;
     attr.rnr_retry     = iface->config.rc_rnr_retry_count;
@@ -132,6 +150,59 @@ ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,
     }
 
     return UCS_OK;
+}
+
+ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,
+                                    struct ibv_qp *qp,
+                                    const uct_syncmem_port_t *peer,
+                                    uint32_t dest_qpn)
+{
+    return uct_syncmem_qp_rts(iface, qp, peer, dest_qpn, 0, 0);
+}
+
+/*
+ * A QP the link broke, whose peer QP is still up, is brought back to where
+ * it stopped: reset, and connected to the same peer QP with the send PSN of
+ * its first request of unknown outcome and the receive PSN it expected.
+ * The requests posted again from there carry the PSNs they had, so the
+ * peer's RC responder treats those it already executed as duplicates: a
+ * write or send is acknowledged again, not applied again, and an atomic
+ * gets the reply it had, from the responder's resources. Exactly once.
+ */
+ucs_status_t uct_syncmem_qp_resume(uct_syncmem_iface_t *iface,
+                                   struct ibv_qp *qp,
+                                   const uct_syncmem_port_t *peer,
+                                   uint32_t dest_qpn, uint32_t sq_psn,
+                                   uint32_t rq_psn)
+{
+    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RESET };
+    int ret;
+
+    ret = ibv_modify_qp(qp, &attr, IBV_QP_STATE);
+    if (ret) {
+        ucs_error("syncmem: QP 0x%x to RESET failed: %s", qp->qp_num,
+                  strerror(ret));
+        return UCS_ERR_IO_ERROR;
+    }
+    if (uct_syncmem_qp_init(iface, qp) != UCS_OK) {
+        return UCS_ERR_IO_ERROR;
+    }
+    return uct_syncmem_qp_rts(iface, qp, peer, dest_qpn, sq_psn, rq_psn);
+}
+
+/* The state of a QP (IBV_QPS_ERR where it cannot be read), and in *rq_psn_p
+ * the PSN it expects next. */
+enum ibv_qp_state uct_syncmem_qp_query(struct ibv_qp *qp, uint32_t *rq_psn_p)
+{
+    struct ibv_qp_init_attr init;
+    struct ibv_qp_attr attr;
+
+    if (ibv_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_RQ_PSN, &init) != 0) {
+        *rq_psn_p = 0;
+        return IBV_QPS_ERR;
+    }
+    *rq_psn_p = attr.rq_psn;
+    return attr.qp_state;
 }
 
 ucs_status_t uct_syncmem_ah_create(uct_syncmem_iface_t *iface,

@@ -64,7 +64,19 @@ static UCS_F_ALWAYS_INLINE int uct_syncmem_opcode_is_atomic(int opcode)
            (opcode == IBV_WR_ATOMIC_FETCH_AND_ADD);
 }
 
-/* Keep what a reconnect needs to post wr again (see uct_syncmem_replay_t). */
+/* Packet sequence numbers a request takes: one per MTU of payload (of the
+ * reply, for a read), at least one; an atomic one. */
+static UCS_F_ALWAYS_INLINE uint32_t
+uct_syncmem_wr_npkts(const uct_syncmem_ep_t *ep, int opcode, size_t length)
+{
+    if (uct_syncmem_opcode_is_atomic(opcode) || (length == 0)) {
+        return 1;
+    }
+    return (length + UCS_MASK(ep->rc.mtu_shift)) >> ep->rc.mtu_shift;
+}
+
+/* Keep what a reconnect needs to post wr again (see uct_syncmem_replay_t),
+ * and the PSNs it takes, from which a resumed QP starts again. */
 static UCS_F_ALWAYS_INLINE void
 uct_syncmem_replay_save(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
                         const struct ibv_send_wr *wr, uint16_t sn)
@@ -72,6 +84,7 @@ uct_syncmem_replay_save(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     unsigned idx            = sn & ep->rc.mask;
     uct_syncmem_replay_t *e = &ep->rc.ring[idx];
     uint8_t *data           = ep->rc.data + idx * iface->config.replay_data;
+    size_t length           = 0;
     int i;
 
     e->opcode     = wr->opcode;
@@ -101,13 +114,21 @@ uct_syncmem_replay_save(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
             e->inline_len += wr->sg_list[i].length;
         }
         e->num_sge = 0;
+        length     = e->inline_len;
     } else {
         /* a nop or an empty write has no list (memcpy of NULL is UB) */
         e->num_sge = wr->num_sge;
         if (wr->num_sge > 0) {
             memcpy(data, wr->sg_list, wr->num_sge * sizeof(*wr->sg_list));
         }
+        for (i = 0; i < wr->num_sge; ++i) {
+            length += wr->sg_list[i].length;
+        }
     }
+
+    e->psn          = ep->rc.next_psn;
+    e->npkts        = uct_syncmem_wr_npkts(ep, wr->opcode, length);
+    ep->rc.next_psn = (e->psn + e->npkts) & UCT_SYNCMEM_PSN_MASK;
 }
 
 /* Immediate data of an AM that ep posts next (layout in syncmem.h). */

@@ -3,6 +3,8 @@
 // (packet loss, a dead link) see test_wire.cc.
 #include "syncmem_rma_test.h"
 
+#include <algorithm>
+
 extern "C" {
 #include "uct_syncmem/syncmem.h"
 }
@@ -288,74 +290,162 @@ TEST_F(syncmem_fault_test, reconnect_after_qp_error_loses_nothing)
     EXPECT_TRUE(ams.exactly_once(count));
 }
 
-// Atomics are never run twice: one whose outcome a reconnect lost fails
-// with UCS_ERR_CONNECTION_RESET, and the counter agrees with what
-// succeeded.
-TEST_F(syncmem_fault_test, reconnect_never_runs_an_atomic_twice)
+// count fetch-adds of 1 on a counter, with ep's QP forced to the error
+// state every 50 of them; what they fetched and how they completed.
+struct fetch_adds {
+    std::vector<uint64_t> results;
+    int                   ok = 0, reset = 0, other = 0;
+    uint64_t              total = 0;   /* the counter afterwards */
+    ucs_status_t          flush = UCS_OK;
+};
+
+struct fetch_add_comp {
+    uct_completion_t comp;
+    fetch_adds       *f;
+};
+
+static void fetch_add_done(uct_completion_t *c)
+{
+    fetch_adds *f = ucs_container_of(c, fetch_add_comp, comp)->f;
+    ++((c->status == UCS_OK) ? f->ok :
+       (c->status == UCS_ERR_CONNECTION_RESET) ? f->reset : f->other);
+}
+
+class syncmem_fault_amo_test : public syncmem_fault_test {
+protected:
+    void run(uct_ep_h ep, buffer *counter, int count, fetch_adds &f) {
+        std::vector<fetch_add_comp> comps(count);
+
+        f.results.assign(count, 0);
+        for (int i = 0; i < count; ++i) {
+            comps[i] = { { fetch_add_done, 1, UCS_OK }, &f };
+            ucs_status_t status = retry([&] {
+                return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 1,
+                                             &f.results[i],
+                                             (uintptr_t)counter->data.data(),
+                                             counter->rkey.rkey,
+                                             &comps[i].comp);
+            });
+            if (status == UCS_OK) {
+                ++f.ok;
+            } else {
+                ASSERT_EQ(UCS_INPROGRESS, status);
+            }
+            if ((i % 50) == 10) {
+                ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(ep));
+            }
+        }
+        f.flush = flush_wait(ep);
+        for (long i = 0; (i < 1000000) && (f.ok + f.reset + f.other < count);
+             ++i) {
+            progress();
+        }
+        ASSERT_EQ(count, f.ok + f.reset + f.other);
+        f.total = word(counter, 0);
+    }
+
+    // a fetch-add of 0 on a working endpoint: what the counter holds
+    void check_alive(uct_ep_h ep, buffer *counter, uint64_t expect) {
+        uint64_t v         = 0;
+        uct_completion_t c = { [](uct_completion_t*) {}, 1, UCS_OK };
+        ucs_status_t status = retry([&] {
+            return uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, 0, &v,
+                                         (uintptr_t)counter->data.data(),
+                                         counter->rkey.rkey, &c);
+        });
+        if (status == UCS_INPROGRESS) {
+            status = wait(&c);
+        }
+        EXPECT_EQ(UCS_OK, status);
+        EXPECT_EQ(expect, v);
+    }
+
+    // an endpoint that connects a new QP on a reconnect, never resumes
+    uct_ep_h ep_without_resume() {
+        uct_iface_h iface;
+        EXPECT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
+                                     {{"RECONNECT_RESUME", "n"}}));
+        return connect(iface, m_receiver);
+    }
+};
+
+// The peer's QP outlives a failure of ours (here forced; a link outage
+// does the same): ours is resumed at the PSN where it stopped, so the
+// peer's responder answers a replayed atomic it already ran from its
+// resources. Every fetch-add succeeds, runs once, and fetches a value no
+// other one fetched.
+TEST_F(syncmem_fault_amo_test, reconnect_resumes_and_runs_every_atomic_once)
 {
     buffer *counter = alloc(8, 0);
     const int count = 200;
-    std::vector<uint64_t> results(count);
-    int ok = 0, reset = 0, other = 0;
-    struct op_comp {
-        uct_completion_t comp;
-        int              *ok, *reset, *other;
-    };
-    std::vector<op_comp> comps(count);
+    fetch_adds f;
 
+    run(m_ep, counter, count, f);
+    EXPECT_EQ(UCS_OK, f.flush) << ucs_status_string(f.flush);
+    EXPECT_EQ(count, f.ok) << f.reset << " reset, " << f.other << " other";
+    EXPECT_EQ((uint64_t)count, f.total);
+    EXPECT_GE(uct_syncmem_ep_reconnects(m_ep), 1u);
+    std::vector<uint64_t> sorted = f.results;
+    std::sort(sorted.begin(), sorted.end());
     for (int i = 0; i < count; ++i) {
-        comps[i] = { { [](uct_completion_t *c) {
-                           op_comp *o = ucs_container_of(c, op_comp, comp);
-                           ++*((c->status == UCS_OK) ? o->ok :
-                               (c->status == UCS_ERR_CONNECTION_RESET) ?
-                               o->reset : o->other);
-                       }, 1, UCS_OK }, &ok, &reset, &other };
-        ucs_status_t status = retry([&] {
-            return uct_ep_atomic64_fetch(m_ep, UCT_ATOMIC_OP_ADD, 1,
-                                         &results[i],
-                                         (uintptr_t)counter->data.data(),
-                                         counter->rkey.rkey, &comps[i].comp);
-        });
-        if (status == UCS_OK) {
-            ++ok;
-        } else {
-            ASSERT_EQ(UCS_INPROGRESS, status);
-        }
-        if ((i % 50) == 10) {
-            ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(m_ep));
-        }
+        ASSERT_EQ((uint64_t)i, sorted[i]) << "fetched twice or never";
     }
-    // each lost add reported itself: the flush has nothing to add
-    ucs_status_t status = flush_wait(m_ep);
-    EXPECT_EQ(UCS_OK, status) << ucs_status_string(status);
-    for (long i = 0; (i < 1000000) && (ok + reset + other < count); ++i) {
-        progress();
-    }
-    ASSERT_EQ(count, ok + reset + other);
-    EXPECT_EQ(0, other);
-    uint64_t total = word(counter, 0);
-    EXPECT_GE(total, (uint64_t)ok) << "an add that succeeded is missing";
-    EXPECT_LE(total, (uint64_t)(ok + reset)) << "an add ran twice";
     EXPECT_TRUE(m_errors.empty());
-
-    // and the endpoint still works
-    uint64_t v = 0;
-    uct_completion_t c = { [](uct_completion_t*) {}, 1, UCS_OK };
-    status = retry([&] {
-        return uct_ep_atomic64_fetch(m_ep, UCT_ATOMIC_OP_ADD, 0, &v,
-                                     (uintptr_t)counter->data.data(),
-                                     counter->rkey.rkey, &c);
-    });
-    if (status == UCS_INPROGRESS) {
-        status = wait(&c);
-    }
-    EXPECT_EQ(UCS_OK, status);
-    EXPECT_EQ(total, v);
+    check_alive(m_ep, counter, count);
 }
 
-// A posted atomic (no completion) whose outcome a reconnect lost can only
-// be reported by the next flush, once; none runs twice.
-TEST_F(syncmem_fault_test, reconnect_reports_lost_posted_atomics_in_the_flush)
+// Without resume (a new QP), an atomic whose outcome the reconnect lost
+// fails with UCS_ERR_CONNECTION_RESET, none runs twice, and the counter
+// agrees with what succeeded.
+TEST_F(syncmem_fault_amo_test, reconnect_never_runs_an_atomic_twice)
+{
+    buffer *counter = alloc(8, 0);
+    uct_ep_h ep     = ep_without_resume();
+    fetch_adds f;
+
+    run(ep, counter, 200, f);
+    // each lost add reported itself: the flush has nothing to add
+    EXPECT_EQ(UCS_OK, f.flush) << ucs_status_string(f.flush);
+    EXPECT_EQ(0, f.other);
+    EXPECT_GE(f.total, (uint64_t)f.ok) << "an add that succeeded is missing";
+    EXPECT_LE(f.total, (uint64_t)(f.ok + f.reset)) << "an add ran twice";
+    EXPECT_GE(uct_syncmem_ep_reconnects(ep), 1u);
+    EXPECT_TRUE(m_errors.empty());
+    check_alive(ep, counter, f.total);
+}
+
+// Without resume, a posted atomic (no completion) whose outcome a reconnect
+// lost can only be reported by the next flush, once; none runs twice.
+TEST_F(syncmem_fault_amo_test, reconnect_reports_lost_posted_atomics_in_the_flush)
+{
+    buffer *counter = alloc(8, 0);
+    uct_ep_h ep     = ep_without_resume();
+    const uint64_t count = 200;
+
+    for (uint64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_atomic64_post(ep, UCT_ATOMIC_OP_ADD, 1,
+                                        (uintptr_t)counter->data.data(),
+                                        counter->rkey.rkey);
+        })) << i;
+        if ((i % 50) == 10) {
+            ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(ep));
+        }
+    }
+    ucs_status_t status = flush_wait(ep);
+    uint64_t total      = word(counter, 0);
+    EXPECT_GE(uct_syncmem_ep_reconnects(ep), 1u);
+    EXPECT_LE(total, count) << "an add ran twice";
+    if (total < count) {
+        EXPECT_EQ(UCS_ERR_CONNECTION_RESET, status)
+                << (count - total) << " adds did not run and nothing said so";
+    }
+    EXPECT_EQ(UCS_OK, flush_wait(ep)) << "reported more than once";
+    EXPECT_TRUE(m_errors.empty());
+}
+
+// Resumed, posted atomics all run, once, and the flush reports nothing.
+TEST_F(syncmem_fault_amo_test, reconnect_resumes_posted_atomics)
 {
     buffer *counter = alloc(8, 0);
     const uint64_t count = 200;
@@ -370,15 +460,9 @@ TEST_F(syncmem_fault_test, reconnect_reports_lost_posted_atomics_in_the_flush)
             ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(m_ep));
         }
     }
-    ucs_status_t status = flush_wait(m_ep);
-    uint64_t total      = word(counter, 0);
+    EXPECT_EQ(UCS_OK, flush_wait(m_ep));
+    EXPECT_EQ(count, word(counter, 0));
     EXPECT_GE(uct_syncmem_ep_reconnects(m_ep), 1u);
-    EXPECT_LE(total, count) << "an add ran twice";
-    if (total < count) {
-        EXPECT_EQ(UCS_ERR_CONNECTION_RESET, status)
-                << (count - total) << " adds did not run and nothing said so";
-    }
-    EXPECT_EQ(UCS_OK, flush_wait(m_ep)) << "reported more than once";
     EXPECT_TRUE(m_errors.empty());
 }
 
