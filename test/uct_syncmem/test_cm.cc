@@ -49,14 +49,16 @@ protected:
 
     // A well-formed message from the UD QP src_qp, as received.
     std::vector<uint8_t> msg(uint8_t type, uint32_t src_qp, uint64_t conn,
-                             uint16_t gen = 0) {
+                             uint16_t gen = 0, uint8_t flags = 0,
+                             uint32_t rc_qpn = 0) {
         uct_syncmem_cm_msg_t m = {};
         uct_syncmem_port_t sender = m_iface->port;
 
         sender.gid.raw[15] = 2;
         m.type         = type;
         m.src_cm_qpn   = src_qp;
-        m.rc_qpn       = 0x500 + conn;
+        m.rc_qpn       = rc_qpn ? rc_qpn : 0x500 + conn;
+        m.flags        = flags;
         m.src_iface_id = 0xabc;
         m.dst_iface_id = m_iface->id;
         m.conn_id      = conn;
@@ -187,5 +189,48 @@ TEST_F(cm, reply_believed_once_from_the_iface_asked)
     EXPECT_EQ(UCT_SYNCMEM_CM_REPLIED, receive(msg(UCT_SYNCMEM_CM_REP, 0x40, 7), 0x40));
     EXPECT_EQ(0x507u, ep.cm.peer_rc_qpn);
     EXPECT_EQ(UCT_SYNCMEM_CM_DROP, receive(msg(UCT_SYNCMEM_CM_REP, 0x40, 7), 0x40));
+    ucs_list_del(&ep.list);
+}
+
+// A REP says "resumed" (the same passive QP kept) only to an endpoint that
+// asked, and only naming the QP it already had: otherwise the endpoint
+// connects its new QP, as to any REP.
+TEST_F(cm, resume_believed_only_if_asked_and_the_same_qp)
+{
+    const uint8_t resume = UCT_SYNCMEM_CM_F_RESUME;
+    uct_syncmem_ep_t ep  = {};
+    ep.state             = UCT_SYNCMEM_EP_RECONNECTING;
+    ep.cm.conn_id        = 7;
+    ep.cm.peer_iface_id  = 0xabc;
+    ep.cm.peer_cm_qpn    = 0x40;
+    ep.cm.peer_rc_qpn    = 0x507;
+    ep.cm.gen            = 1;
+    ucs_list_add_tail(&m_iface->eps, &ep.list);
+
+    ep.rc.resume = 1;
+    EXPECT_EQ(UCT_SYNCMEM_CM_REPLIED,
+              receive(msg(UCT_SYNCMEM_CM_REP, 0x40, 7, 1, resume), 0x40));
+    EXPECT_TRUE(ep.cm.resumed);
+
+    ep.cm.replied = 0;
+    ep.cm.gen     = 2;
+    EXPECT_EQ(UCT_SYNCMEM_CM_REPLIED,
+              receive(msg(UCT_SYNCMEM_CM_REP, 0x40, 7, 2, resume, 0x601), 0x40));
+    EXPECT_FALSE(ep.cm.resumed) << "resumed, but another passive QP";
+    EXPECT_EQ(0x601u, ep.cm.peer_rc_qpn);
+
+    ep.cm.replied = 0;
+    ep.cm.gen     = 3;
+    ep.rc.resume  = 0;
+    EXPECT_EQ(UCT_SYNCMEM_CM_REPLIED,
+              receive(msg(UCT_SYNCMEM_CM_REP, 0x40, 7, 3, resume, 0x601), 0x40));
+    EXPECT_FALSE(ep.cm.resumed) << "resumed, but not asked to";
+
+    ep.cm.replied = 0;
+    ep.cm.gen     = 4;
+    ep.rc.resume  = 1;
+    EXPECT_EQ(UCT_SYNCMEM_CM_REPLIED,
+              receive(msg(UCT_SYNCMEM_CM_REP, 0x40, 7, 4, 0, 0x601), 0x40));
+    EXPECT_FALSE(ep.cm.resumed) << "a new QP, but taken for resumed";
     ucs_list_del(&ep.list);
 }
