@@ -344,6 +344,20 @@ protected:
         f.total = word(counter, 0);
     }
 
+    // count posted adds of 1, with ep's QP forced to error every 50
+    void post_adds(uct_ep_h ep, buffer *counter, uint64_t count) {
+        for (uint64_t i = 0; i < count; ++i) {
+            ASSERT_EQ(UCS_OK, retry([&] {
+                return uct_ep_atomic64_post(ep, UCT_ATOMIC_OP_ADD, 1,
+                                            (uintptr_t)counter->data.data(),
+                                            counter->rkey.rkey);
+            })) << i;
+            if ((i % 50) == 10) {
+                ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(ep));
+            }
+        }
+    }
+
     // a fetch-add of 0 on a working endpoint: what the counter holds
     void check_alive(uct_ep_h ep, buffer *counter, uint64_t expect) {
         uint64_t v         = 0;
@@ -422,16 +436,7 @@ TEST_F(syncmem_fault_amo_test, reconnect_reports_lost_posted_atomics_in_the_flus
     uct_ep_h ep     = ep_without_resume();
     const uint64_t count = 200;
 
-    for (uint64_t i = 0; i < count; ++i) {
-        ASSERT_EQ(UCS_OK, retry([&] {
-            return uct_ep_atomic64_post(ep, UCT_ATOMIC_OP_ADD, 1,
-                                        (uintptr_t)counter->data.data(),
-                                        counter->rkey.rkey);
-        })) << i;
-        if ((i % 50) == 10) {
-            ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(ep));
-        }
-    }
+    post_adds(ep, counter, count);
     ucs_status_t status = flush_wait(ep);
     uint64_t total      = word(counter, 0);
     EXPECT_GE(uct_syncmem_ep_reconnects(ep), 1u);
@@ -450,16 +455,7 @@ TEST_F(syncmem_fault_amo_test, reconnect_resumes_posted_atomics)
     buffer *counter = alloc(8, 0);
     const uint64_t count = 200;
 
-    for (uint64_t i = 0; i < count; ++i) {
-        ASSERT_EQ(UCS_OK, retry([&] {
-            return uct_ep_atomic64_post(m_ep, UCT_ATOMIC_OP_ADD, 1,
-                                        (uintptr_t)counter->data.data(),
-                                        counter->rkey.rkey);
-        })) << i;
-        if ((i % 50) == 10) {
-            ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(m_ep));
-        }
-    }
+    post_adds(m_ep, counter, count);
     EXPECT_EQ(UCS_OK, flush_wait(m_ep));
     EXPECT_EQ(count, word(counter, 0));
     EXPECT_GE(uct_syncmem_ep_reconnects(m_ep), 1u);
