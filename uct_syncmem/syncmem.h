@@ -267,6 +267,8 @@ typedef struct uct_syncmem_ep {
         uint8_t          resume;        /* asked to resume old_qp */
         uint8_t          drained;       /* old_qp's flushes are all in */
         uint32_t         old_rq_psn;    /* old_qp's next expected PSN */
+        uint16_t         resumed_sn;    /* fail_sn of the last resume */
+        uint8_t          resumed_once;  /* ...which is valid */
         ucs_time_t       started;
         ucs_time_t       deadline;
         uint16_t         wd_sn;         /* OP_TIMEOUT watchdog: acked_sn... */

@@ -211,9 +211,14 @@ static void uct_syncmem_ep_reconnect_start(uct_syncmem_ep_t *ep,
              ucs_time_to_sec(iface->config.reconnect_timeout));
 
     /* Resume the same QP pair if the peer's is up (the REP says): not
-     * after a stall, where the pair itself may be what is wrong. */
+     * after a stall, where the pair itself may be what is wrong, and not
+     * twice for the same request: a resumed pair that fails again where it
+     * failed before (seen on Soft-RoCE under 10 % loss: the peer dropped
+     * that request's retransmissions every time, for seconds) gets a new
+     * QP, whatever becomes of its atomics. */
     ep->rc.resume      = iface->config.reconnect_resume &&
-                         (ep->rc.stalls == 0);
+                         (ep->rc.stalls == 0) &&
+                         !(ep->rc.resumed_once && (ep->rc.resumed_sn == sn));
     ep->rc.drained     = 0;
     uct_syncmem_qp_query(ep->qp, &ep->rc.old_rq_psn);
 
@@ -456,9 +461,11 @@ static ucs_status_t uct_syncmem_ep_resume(uct_syncmem_ep_t *ep)
     if (status != UCS_OK) {
         return status;
     }
-    ep->qp          = ep->rc.old_qp;
-    ep->rc.old_qp   = spare; /* destroyed next, as the old one would be */
-    ep->rc.next_psn = sq_psn;
+    ep->qp              = ep->rc.old_qp;
+    ep->rc.old_qp       = spare; /* destroyed next, as the old one would be */
+    ep->rc.next_psn     = sq_psn;
+    ep->rc.resumed_sn   = ep->rc.fail_sn;
+    ep->rc.resumed_once = 1;
     return UCS_OK;
 }
 
