@@ -210,14 +210,13 @@ static void uct_syncmem_ep_reconnect_start(uct_syncmem_ep_t *ep,
              (uint16_t)(ep->tx.sn - sn + 1),
              ucs_time_to_sec(iface->config.reconnect_timeout));
 
-    /* Resume the same QP pair if the peer's is up (the REP says): not
-     * after a stall, where the pair itself may be what is wrong, and not
-     * twice for the same request: a resumed pair that fails again where it
-     * failed before (seen on Soft-RoCE under 10 % loss: the peer dropped
-     * that request's retransmissions every time, for seconds) gets a new
-     * QP, whatever becomes of its atomics. */
+    /* Resume the same QP pair if the peer's is up (the REP says), also
+     * after a stall (the wedge seen on Soft-RoCE is in the requester, which
+     * a reset clears), but not twice for the same request: a resumed pair
+     * that fails again where it failed before (seen on Soft-RoCE under 10 %
+     * loss: the peer dropped that request's retransmissions every time, for
+     * seconds) gets a new QP, whatever becomes of its atomics. */
     ep->rc.resume      = iface->config.reconnect_resume &&
-                         (ep->rc.stalls == 0) &&
                          !(ep->rc.resumed_once && (ep->rc.resumed_sn == sn));
     ep->rc.drained     = 0;
     uct_syncmem_qp_query(ep->qp, &ep->rc.old_rq_psn);
