@@ -69,11 +69,30 @@ tl_env() {
 # them back. A blackhole behind them (metric 4096) keeps a downed link
 # down: without it, the lookup falls through to the local table and rxe
 # delivers the packets through lo, around the cut.
+# The blackhole would also catch a device's packets to its own address
+# (rxe looks its routes up with the netdev as the output device, which the
+# peer's route does not match): the kernel then takes the address for one
+# on the link, rxe0's packets to 10.77.1.1 leave through smv0 and rxe1
+# drops them, and an endpoint to its own iface never connects (Open MPI
+# makes one to itself in each rank: its one-sided window timed out). A
+# local route for the device's own address, ahead of the blackhole, keeps
+# those on the host, as without the blackhole.
 routes() {
     ip route replace 10.77.1.2 dev smv0 src 10.77.1.1 table 100
     ip route replace 10.77.1.1 dev smv1 src 10.77.1.2 table 101
+    ip route replace local 10.77.1.2 dev smv1 table 100 metric 1
+    ip route replace local 10.77.1.1 dev smv0 table 101 metric 1
     ip route replace blackhole 10.77.1.2 table 100 metric 4096
     ip route replace blackhole 10.77.1.1 table 101 metric 4096
+}
+
+# routes_ok: each device's packets to its own address stay on the host
+routes_ok() {
+    local r
+    r=$(ip route get 10.77.1.1 from 10.77.1.1 oif smv0
+        ip route get 10.77.1.2 from 10.77.1.2 oif smv1)
+    [[ $(grep -c '^local ' <<<"$r") == 2 ]] ||
+        { echo "FAIL: a device's own address is routed off the host:"; echo "$r"; return 1; }
 }
 
 heal() {
@@ -360,7 +379,7 @@ syncmem-noreconnect/flap_0.5s rc_verbs/loss_1pct rc_verbs/flap_0.5s"
     fi
     echo "transport,scenario,ops_ok,ops_failed,lost,duplicated,corrupted,reconnects,hang,recovery_ms,ep_recreated" >"$csv"
     : >"$table"
-    routes
+    routes; routes_ok || return 1
     for r in $rows; do
         if [[ ${r#*/} == mpi_* ]]; then run_mpi_row "${r%%/*}"
         else run_row "${r%%/*}" "${r#*/}"; fi

@@ -504,6 +504,22 @@ ucs_status_t uct_syncmem_ep_reconnect_check(uct_syncmem_ep_t *ep,
         return UCS_OK;
     }
 
+    if ((now >= ep->rc.deadline) && !ep->rc.qp_ready) {
+        /* The tries so far may all have fallen in the outage, and the
+         * user's progress may have paused since (Open MPI's pml worker
+         * while its osc worker streams): ask once more after the deadline
+         * and wait for that answer, so that an outage shorter than the
+         * deadline does not fail the endpoint. Once only: a REQ at or after
+         * deadline - CM_TIMEOUT leaves next_retry past the deadline. */
+        if (ep->cm.next_retry < ep->rc.deadline) {
+            uct_syncmem_cm_send_req(ep);
+            return UCS_OK;
+        }
+        if (now < ep->cm.next_retry) {
+            return UCS_OK;
+        }
+    }
+
     if (now >= ep->rc.deadline) {
         ucs_log(iface->super.config.failure_level,
                 "syncmem: ep %p: reconnect to iface 0x%" PRIx64 " gave up"

@@ -10,6 +10,7 @@ extern "C" {
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <unistd.h>
 
 class syncmem_wire_test : public syncmem_test {
 protected:
@@ -266,6 +267,44 @@ TEST_F(syncmem_wire_test, link_outage_longer_than_the_deadline_fails_once)
     ASSERT_EQ(1u, m_errors.size());
     EXPECT_EQ(ep, m_errors[0].first);
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_errors[0].second);
+}
+
+// The link comes back within the deadline, but the user stops progressing
+// until after it (Open MPI's pml worker while its osc worker streams): the
+// tries before the pause were all lost, and the endpoint must ask once more
+// rather than give up at its first progress after the pause.
+TEST_F(syncmem_wire_test, reconnect_survives_a_progress_pause_past_the_deadline)
+{
+    uct_iface_h a, b;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
+                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
+                                  {"CM_TIMEOUT", "50ms"},
+                                  {"RECONNECT_TIMEOUT", "300ms"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    uct_ep_h ep;
+    ASSERT_EQ(UCS_OK, connect(a, b, &ep));
+    std::vector<uint64_t> mem(100, 0);
+    uct_rkey_t rkey = remote(mem);
+    ASSERT_EQ(UCS_OK, put_sequence(ep, mem, rkey)); // connected, working
+
+    set_loss(100);
+    uint64_t v = 7;
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &v, 8, (uintptr_t)&mem[0], rkey));
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &comp));
+    for (int i = 0; (i < 1000000) && (uct_syncmem_ep_reconnects(ep) == 0); ++i) {
+        uct_worker_progress(m_worker);
+    }
+    ASSERT_EQ(1u, uct_syncmem_ep_reconnects(ep));
+    set_loss(0);   // the link is back, and nobody progresses...
+    usleep(600000); // ...until well past the deadline (300 ms)
+    for (int i = 0; (i < 10000000) && (comp.count > 0) && m_errors.empty(); ++i) {
+        uct_worker_progress(m_worker);
+    }
+    EXPECT_TRUE(m_errors.empty()) << "gave up at the first progress";
+    EXPECT_EQ(0, comp.count);
+    EXPECT_EQ(UCS_OK, comp.status);
+    EXPECT_EQ(7u, mem[0]);
 }
 
 // Cancel while reconnecting: nothing is in flight on the new QP, so what is
