@@ -52,7 +52,13 @@ tl_env() {
             echo "UCX_SYNCMEM_RC_TIMEOUT=$RC_TIMEOUT"
             echo "UCX_SYNCMEM_RC_RETRY_COUNT=$RC_RETRY"
             if [[ $1 == syncmem ]]; then echo UCX_SYNCMEM_RECONNECT=y
-            else echo UCX_SYNCMEM_RECONNECT=n; fi
+            else
+                echo UCX_SYNCMEM_RECONNECT=n
+                # 'auto' is off without reconnect; Soft-RoCE's wedge (a QP
+                # that neither retransmits nor fails after a flap) would
+                # hang the row: the stall check makes it a clean failure
+                echo UCX_SYNCMEM_RC_STALL_TIMEOUT=2s
+            fi
             # the reconnect lines are diag level
             echo UCX_LOG_LEVEL=diag
             "$top/contrib/syncmem-run" --print ;;

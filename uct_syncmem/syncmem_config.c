@@ -149,7 +149,7 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      UCS_CONFIG_TYPE_TIME_UNITS},
 
     {"RC_STALL_TIMEOUT", "auto",
-     "With RECONNECT: an endpoint whose oldest operation has not completed\n"
+     "An endpoint whose oldest operation has not completed\n"
      "for this long, while its QP sent nothing new (its send PSN did not\n"
      "advance), is taken for wedged: its QP is moved to the error state and\n"
      "replaced as after a link failure. This catches a device that stops\n"
@@ -158,8 +158,9 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "or a single get that takes longer, looks the same: it costs a\n"
      "reconnect, nothing is lost, and the endpoint waits twice as long before\n"
      "the next one until that operation completes. 'auto': 4 times the RC\n"
-     "retry window (RC_TIMEOUT * (RC_RETRY_COUNT + 1)), at least 2 s.\n"
-     "'inf': off.",
+     "retry window (RC_TIMEOUT * (RC_RETRY_COUNT + 1)), at least 2 s, with\n"
+     "RECONNECT; off without it. Set without RECONNECT, a stall fails the\n"
+     "endpoint (as the link failure it stands for would). 'inf': off.",
      ucs_offsetof(uct_syncmem_iface_config_t, stall_timeout),
      UCS_CONFIG_TYPE_TIME_UNITS},
 

@@ -366,11 +366,13 @@ uct_syncmem_iface_stall_timeout(const uct_syncmem_iface_t *iface,
 {
     double window;
 
-    if (!config->reconnect) {
-        return UCS_TIME_INFINITY; /* it acts through the reconnect */
-    }
     if (config->stall_timeout != UCS_TIME_AUTO) {
         return config->stall_timeout;
+    }
+    if (!config->reconnect) {
+        /* a stall would fail the endpoint, and a receiver that only stopped
+         * progressing for a while (RNR) stalls too: only when asked */
+        return UCS_TIME_INFINITY;
     }
     window = 4.096e-6 * (1ull << iface->config.rc_timeout) *
              (iface->config.rc_retry_count + 1);

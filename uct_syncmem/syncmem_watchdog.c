@@ -75,11 +75,13 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
 
     ucs_warn("syncmem: ep %p to iface 0x%" PRIx64 ": request %u made no"
              " progress for %.1f s and QP 0x%x sent nothing new (send PSN"
-             " 0x%x): taking the QP for wedged and reconnecting"
+             " 0x%x): taking the QP for wedged and %s"
              " (UCX_SYNCMEM_RC_STALL_TIMEOUT=%.1fs)", ep,
              ep->cm.peer_iface_id, (uint16_t)(ep->tx.acked_sn + 1),
              ucs_time_to_sec(now - ep->rc.st_time), ep->qp->qp_num,
-             attr.sq_psn, ucs_time_to_sec(iface->config.stall_timeout));
+             attr.sq_psn, iface->config.reconnect ? "reconnecting" :
+                          "failing the endpoint (UCX_SYNCMEM_RECONNECT=n)",
+             ucs_time_to_sec(iface->config.stall_timeout));
     if ((ep->rc.stalls == 0) ||
         (ep->rc.stall_sn != (uint16_t)(ep->tx.acked_sn + 1))) {
         ep->rc.stalls   = 0;
