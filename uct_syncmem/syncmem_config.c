@@ -137,8 +137,8 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "exactly once and none fails. Otherwise (or with 'n') a new QP is\n"
      "connected: puts and gets run again, active messages are delivered once,\n"
      "and an atomic that may have run already is not run again and completes\n"
-     "with UCS_ERR_CONNECTION_RESET. A request that fails again after it\n"
-     "was resumed gets a new QP.",
+     "with UCS_ERR_CONNECTION_RESET. A QP that RC_STALL_TIMEOUT found wedged,\n"
+     "or a request that fails again after it was resumed, gets a new QP.",
      ucs_offsetof(uct_syncmem_iface_config_t, reconnect_resume),
      UCS_CONFIG_TYPE_BOOL},
 

@@ -210,13 +210,15 @@ static void uct_syncmem_ep_reconnect_start(uct_syncmem_ep_t *ep,
              (uint16_t)(ep->tx.sn - sn + 1),
              ucs_time_to_sec(iface->config.reconnect_timeout));
 
-    /* Resume the same QP pair if the peer's is up (the REP says), also
-     * after a stall (the wedge seen on Soft-RoCE is in the requester, which
-     * a reset clears), but not twice for the same request: a resumed pair
+    /* Resume the same QP pair if the peer's is up (the REP says), but not
+     * a QP the device itself stopped driving (a stall): resumed after
+     * Soft-RoCE's wedge, one failed again at once and a get completed
+     * without its data. And not twice for the same request: a resumed pair
      * that fails again where it failed before (seen on Soft-RoCE under 10 %
      * loss: the peer dropped that request's retransmissions every time, for
      * seconds) gets a new QP, whatever becomes of its atomics. */
     ep->rc.resume      = iface->config.reconnect_resume &&
+                         (ep->rc.stalls == 0) &&
                          !(ep->rc.resumed_once && (ep->rc.resumed_sn == sn));
     ep->rc.drained     = 0;
     uct_syncmem_qp_query(ep->qp, &ep->rc.old_rq_psn);
@@ -504,7 +506,7 @@ ucs_status_t uct_syncmem_ep_reconnect_check(uct_syncmem_ep_t *ep,
         return UCS_OK;
     }
 
-    if ((now >= ep->rc.deadline) && !ep->rc.qp_ready) {
+    if ((now >= ep->rc.deadline) && !ep->cm.replied) {
         /* The tries so far may all have fallen in the outage, and the
          * user's progress may have paused since (Open MPI's pml worker
          * while its osc worker streams): ask once more after the deadline
