@@ -315,9 +315,9 @@ run_mpi_row() {
         printf "%.0f\n", ($3 - r) * 1000 }' "$log" | tail -n 1)
     res=$(grep '^result ' "$log" | tail -n 1 || true)
     if [[ -z $res ]]; then
-        # MPI's errors are fatal: the job aborted. That is a clean failure
+        # the job aborted (faults_mpi's MPI_Abort, or a rank died): a clean failure
         # as long as it did not hang; what was lost cannot be counted.
-        row "$tl" "$sc" "0,1,0,0,0,$reconnects,0,,0" "the job aborted (mpirun exit $rc): MPI errors are fatal; see $log"
+        row "$tl" "$sc" "0,1,0,0,0,$reconnects,0,,0" "the job aborted (mpirun exit $rc: 3 is faults_mpi's MPI_Abort after two failed pairs in a row); see $log"
         return
     fi
     get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$res"; }
