@@ -116,6 +116,38 @@ protected:
     std::string                                        m_dev1, m_net[2];
     uct_md_h                                           m_md1 = nullptr;
     std::vector<std::pair<uct_mem_h, uct_rkey_bundle_t>> m_regs;
+
+    // An endpoint (deadline: RECONNECT_TIMEOUT) whose link broke under a put
+    // of v to mem[0] and its flush (comp), now reconnecting; NULL on error.
+    uct_ep_h break_link(const char *deadline, std::vector<uint64_t> &mem,
+                        uct_rkey_t *rkey_p, uint64_t *v,
+                        uct_completion_t *comp) {
+        uct_iface_h a, b;
+        uct_ep_h ep;
+        EXPECT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
+                                     {{"RC_TIMEOUT", "10ms"},
+                                      {"RC_RETRY_COUNT", "2"},
+                                      {"CM_TIMEOUT", "50ms"},
+                                      {"RECONNECT_TIMEOUT", deadline}}));
+        EXPECT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+        if (connect(a, b, &ep) != UCS_OK) {
+            return NULL;
+        }
+        *rkey_p = remote(mem);
+        EXPECT_EQ(UCS_OK, put_sequence(ep, mem, *rkey_p)); // working
+
+        set_loss(100);
+        EXPECT_EQ(UCS_OK, uct_ep_put_short(ep, v, 8, (uintptr_t)&mem[0],
+                                           *rkey_p));
+        EXPECT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, comp));
+        // the QP fails after the RC retries, and the endpoint reconnects
+        for (int i = 0; (i < 1000000) && (uct_syncmem_ep_reconnects(ep) == 0);
+             ++i) {
+            uct_worker_progress(m_worker);
+        }
+        EXPECT_EQ(1u, uct_syncmem_ep_reconnects(ep));
+        return ep;
+    }
 };
 
 TEST_F(syncmem_wire_test, put_crosses_the_wire)
@@ -275,27 +307,12 @@ TEST_F(syncmem_wire_test, link_outage_longer_than_the_deadline_fails_once)
 // rather than give up at its first progress after the pause.
 TEST_F(syncmem_wire_test, reconnect_survives_a_progress_pause_past_the_deadline)
 {
-    uct_iface_h a, b;
-    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
-                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
-                                  {"CM_TIMEOUT", "50ms"},
-                                  {"RECONNECT_TIMEOUT", "300ms"}}));
-    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
-    uct_ep_h ep;
-    ASSERT_EQ(UCS_OK, connect(a, b, &ep));
     std::vector<uint64_t> mem(100, 0);
-    uct_rkey_t rkey = remote(mem);
-    ASSERT_EQ(UCS_OK, put_sequence(ep, mem, rkey)); // connected, working
-
-    set_loss(100);
+    uct_rkey_t rkey;
     uint64_t v = 7;
     uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
-    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &v, 8, (uintptr_t)&mem[0], rkey));
-    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &comp));
-    for (int i = 0; (i < 1000000) && (uct_syncmem_ep_reconnects(ep) == 0); ++i) {
-        uct_worker_progress(m_worker);
-    }
-    ASSERT_EQ(1u, uct_syncmem_ep_reconnects(ep));
+    uct_ep_h ep = break_link("300ms", mem, &rkey, &v, &comp);
+    ASSERT_NE(nullptr, ep);
     set_loss(0);   // the link is back, and nobody progresses...
     usleep(600000); // ...until well past the deadline (300 ms)
     for (int i = 0; (i < 10000000) && (comp.count > 0) && m_errors.empty(); ++i) {
@@ -311,27 +328,12 @@ TEST_F(syncmem_wire_test, reconnect_survives_a_progress_pause_past_the_deadline)
 // outstanding ends at once, canceled; the user's error handler is not called.
 TEST_F(syncmem_wire_test, flush_cancel_while_reconnecting)
 {
-    uct_iface_h a, b;
-    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
-                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
-                                  {"CM_TIMEOUT", "50ms"},
-                                  {"RECONNECT_TIMEOUT", "20s"}}));
-    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
-    uct_ep_h ep;
-    ASSERT_EQ(UCS_OK, connect(a, b, &ep));
     std::vector<uint64_t> mem(100, 0);
-    uct_rkey_t rkey = remote(mem);
-    ASSERT_EQ(UCS_OK, put_sequence(ep, mem, rkey)); // connected, working
-
-    set_loss(100);
+    uct_rkey_t rkey;
     uint64_t v = 1;
     uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
-    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &v, 8, (uintptr_t)&mem[0], rkey));
-    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &comp));
-    // the QP fails after the RC retries, and the endpoint reconnects
-    for (int i = 0; (i < 1000000) && (uct_syncmem_ep_reconnects(ep) == 0); ++i) {
-        uct_worker_progress(m_worker);
-    }
+    uct_ep_h ep = break_link("20s", mem, &rkey, &v, &comp);
+    ASSERT_NE(nullptr, ep);
     ASSERT_EQ(1u, uct_syncmem_ep_reconnects(ep));
     EXPECT_EQ(1, comp.count) << "completed while the link is down";
 
