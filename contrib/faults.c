@@ -41,8 +41,9 @@
  *
  * Prints "stall START END" (realtime seconds) for every gap of more than
  * 100 ms between batches that completed ops ("stall START END open" if the
- * stream ended in one), and last one "result ..."
- * line of key=value pairs. Exits 0 when lost, duplicated and corrupted are
+ * stream ended in one), "streamed START END" (the stream's first completed
+ * batch and its end: a fault outside it was not measured), and last one
+ * "result ..." line of key=value pairs. Exits 0 when lost, duplicated and corrupted are
  * 0; 1 when not; 3 when an operation or the close of an endpoint did not
  * complete within 60 s (a hang).
  */
@@ -547,7 +548,7 @@ static int client(double seconds, unsigned batch)
     uint64_t lost = 0, dup = 0, corrupt = 0, died = 0, untouched = 0;
     uint64_t adds_ok, adds_failed, recreated = 0, stalls = 0;
     uint64_t connect_failed = 0, final_gen;
-    double end, t, last_ok, max_stall = 0;
+    double end, t, last_ok, max_stall = 0, stream_start = 0;
     faults_head_t *head;
     int streaming = 0;
     char c;
@@ -676,7 +677,8 @@ static int client(double seconds, unsigned batch)
             }
             last_ok = t;
             if (!streaming) {
-                end = t + seconds;
+                end          = t + seconds;
+                stream_start = t;
                 touch("streaming");
                 streaming = 1;
             }
@@ -699,8 +701,12 @@ static int client(double seconds, unsigned batch)
                    ucs_status_string(ops[4 * batch].status));
         }
     }
-    if (streaming && (now() - last_ok > STALL_SEC)) {
-        printf("stall %.3f %.3f open\n", last_ok, now());
+    t = now();
+    if (streaming && (t - last_ok > STALL_SEC)) {
+        printf("stall %.3f %.3f open\n", last_ok, t);
+    }
+    if (streaming) {
+        printf("streamed %.3f %.3f\n", stream_start, t);
     }
     if (ep != NULL) {
         client_disconnect();

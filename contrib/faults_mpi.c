@@ -8,7 +8,8 @@
  *
  * Rank 0 creates FLAGFILE after its first completed flush (the script times
  * its fault from then) and prints "stall START END" for every gap of more
- * than 100 ms between flushes. Every fetch-add must return exactly the
+ * than 100 ms between flushes ("stall START END open" if the stream ended
+ * in one) and "streamed START END" at the end of its stream. Every fetch-add must return exactly the
  * number of adds before it (one origin): less is an add lost, more one
  * applied twice. At the end rank 1 checks the counter and the last put in
  * every slot, and prints one "result ..." line.
@@ -17,7 +18,10 @@
  * in flight when the link broke may or may not have run, and syncmem's
  * reconnect reports it as failed rather than run it twice. Such a pair
  * counts as failed (2 ops), its add as unknown: the next fetch-add tells
- * whether it ran. Two failed pairs in a row mean the connection itself is
+ * whether it ran. The result line says which call returned each failed
+ * pair's error (pairs_failed_at=PUT/FETCH_AND_OP/FLUSH): the fault bench
+ * forgives a failed fetch-add after a reconnect onto a new QP, and nothing
+ * else. Two failed pairs in a row mean the connection itself is
  * gone: the job aborts (MPI_Abort), a clean failure. Errors elsewhere
  * (the communicator's) stay fatal.
  */
@@ -49,9 +53,10 @@ int main(int argc, char **argv)
 {
     uint64_t put[SLOT_WORDS], one = 1, old, n = 0, lost = 0, dup = 0;
     uint64_t corrupt = 0, ok = 0, failed = 0, unknown = 0, *base;
-    double secs, end, t, last;
+    uint64_t failed_at[3] = {0}; /* put, fetch-add, flush */
+    double secs, end, t, last, start = 0;
     unsigned j, s;
-    int rank, size, streaming = 0, err, errors = 0;
+    int rank, size, streaming = 0, err, errors = 0, at;
     MPI_Win win;
     FILE *f;
 
@@ -80,13 +85,21 @@ int main(int argc, char **argv)
             for (j = 0; j < SLOT_WORDS; ++j) {
                 put[j] = pattern(n + 1, j);
             }
+            at  = 0;
             err = MPI_Put(put, SLOT_WORDS, MPI_UINT64_T, 1,
                           1 + (n % NSLOTS) * SLOT_WORDS, SLOT_WORDS,
                           MPI_UINT64_T, win);
-            err = err ? err : MPI_Fetch_and_op(&one, &old, MPI_UINT64_T, 1,
-                                               0, MPI_SUM, win);
-            err = err ? err : MPI_Win_flush(1, win);
+            if (err == MPI_SUCCESS) {
+                at  = 1;
+                err = MPI_Fetch_and_op(&one, &old, MPI_UINT64_T, 1, 0,
+                                       MPI_SUM, win);
+            }
+            if (err == MPI_SUCCESS) {
+                at  = 2;
+                err = MPI_Win_flush(1, win);
+            }
             if (err != MPI_SUCCESS) {
+                ++failed_at[at];
                 printf("pair %" PRIu64 " failed (error %d): its add may or"
                        " may not have run\n", ok + failed / 2, err);
                 fflush(stdout);
@@ -118,12 +131,21 @@ int main(int argc, char **argv)
             last = t;
             if (!streaming) {
                 end       = t + secs;
+                start     = t;
                 streaming = 1;
                 if ((f = fopen(argv[2], "w")) != NULL) {
                     fclose(f);
                 }
             }
         }
+    }
+    if (streaming) {
+        t = now();
+        if (t - last > 0.1) {
+            printf("stall %.3f %.3f open\n", last, t);
+        }
+        printf("streamed %.3f %.3f\n", start, t);
+        fflush(stdout);
     }
     if (unknown > 0) {
         /* the stream ended on a failed pair: read what its add did */
@@ -140,6 +162,7 @@ int main(int argc, char **argv)
     MPI_Bcast(&dup, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     MPI_Bcast(&ok, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     MPI_Bcast(&failed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(failed_at, 3, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
 
     if (rank == 1) {
@@ -165,8 +188,10 @@ int main(int argc, char **argv)
         }
         MPI_Win_unlock(1, win);
         printf("result ops_ok=%" PRIu64 " ops_failed=%" PRIu64 " lost=%"
-               PRIu64 " duplicated=%" PRIu64 " corrupted=%" PRIu64 "\n",
-               2 * ok, failed, lost, dup, corrupt);
+               PRIu64 " duplicated=%" PRIu64 " corrupted=%" PRIu64
+               " pairs_failed_at=%" PRIu64 "/%" PRIu64 "/%" PRIu64 "\n",
+               2 * ok, failed, lost, dup, corrupt, failed_at[0], failed_at[1],
+               failed_at[2]);
         fflush(stdout);
     }
     MPI_Win_free(&win);
