@@ -618,7 +618,7 @@ row() {
 }
 
 guest_main() {
-    local quick=$1 tls=$2 only=$3 soak=$4 rows r t0 v
+    local quick=$1 tls=$2 only=${3:-} soak=${4:-} rows r t0 v
     out=$top/bench-results
     csv=$out/faults.csv table=$out/faults.table bad=0
     mkdir -p "$out/faults"
