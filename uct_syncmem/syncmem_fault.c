@@ -175,6 +175,33 @@ static int uct_syncmem_wc_is_link_error(enum ibv_wc_status status)
            (status == IBV_WC_LOC_QP_OP_ERR);
 }
 
+/*
+ * Is a get among the requests the old QP may have sent but not completed
+ * (fail_sn..old_last_sn)? Its reply may have been cut at the peer, and
+ * Soft-RoCE's responder (rxe_resp.c read_reply, kernels 6.1 and 6.12) then
+ * keeps that reply pending on its QP, marked as begun although its first
+ * packet never left. At the next packet the QP receives, whatever its PSN,
+ * it sends the rest: a read response with no first packet, at the PSNs of
+ * that get. A resumed QP is sending that very get again at those PSNs, and
+ * its completer (rxe_comp.c check_ack) takes a response without a start
+ * for an error, completes the get with IBV_WC_SUCCESS and no data (the
+ * kernel's WARNING at rxe_comp.c COMPST_ERROR) and moves the QP to error.
+ * A new QP pair leaves the pending reply behind on the peer's old QP.
+ * (test_wire.cc: reconnect_after_a_cut_read_reply_returns_the_data)
+ */
+static int uct_syncmem_ep_unknown_read(const uct_syncmem_ep_t *ep)
+{
+    uint16_t sn;
+
+    for (sn = ep->rc.fail_sn;
+         UCS_CIRCULAR_COMPARE16(sn, <=, ep->rc.old_last_sn); ++sn) {
+        if (ep->rc.ring[sn & ep->rc.mask].opcode == IBV_WR_RDMA_READ) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void uct_syncmem_ep_reconnect_start(uct_syncmem_ep_t *ep,
                                            const struct ibv_wc *wc)
 {
@@ -210,22 +237,21 @@ static void uct_syncmem_ep_reconnect_start(uct_syncmem_ep_t *ep,
              (uint16_t)(ep->tx.sn - sn + 1),
              ucs_time_to_sec(iface->config.reconnect_timeout));
 
-    /* Resume the same QP pair if the peer's is up (the REP says), but not
-     * a QP the device itself stopped driving (a stall): resumed after
-     * Soft-RoCE's wedge, one failed again at once and a get completed
-     * without its data. And not twice for the same request: a resumed pair
-     * that fails again where it failed before (seen on Soft-RoCE under 10 %
-     * loss: the peer dropped that request's retransmissions every time, for
-     * seconds) gets a new QP, whatever becomes of its atomics. */
-    ep->rc.resume      = iface->config.reconnect_resume &&
-                         (ep->rc.stalls == 0) &&
-                         !(ep->rc.resumed_once && (ep->rc.resumed_sn == sn));
-    ep->rc.drained     = 0;
-    uct_syncmem_qp_query(ep->qp, &ep->rc.old_rq_psn);
-
     /* requests not rung yet are posted on the new QP with the others */
     ep->rc.fail_sn     = sn;
     ep->rc.old_last_sn = ep->tx.rung_sn;
+
+    /* Resume the same QP pair if the peer's is up (the REP says), but not
+     * a QP the device itself stopped driving (a stall), not twice for the
+     * same request (a resumed pair that fails again where it failed before,
+     * seen on Soft-RoCE under 10 % loss, gets a new QP), and not with a get
+     * of unknown outcome (uct_syncmem_ep_unknown_read). */
+    ep->rc.resume      = iface->config.reconnect_resume &&
+                         (ep->rc.stalls == 0) &&
+                         !(ep->rc.resumed_once && (ep->rc.resumed_sn == sn)) &&
+                         !uct_syncmem_ep_unknown_read(ep);
+    ep->rc.drained     = 0;
+    uct_syncmem_qp_query(ep->qp, &ep->rc.old_rq_psn);
     ep->tx.rung_sn     = ep->tx.sn;
     ucs_list_del(&ep->db_list);
     ucs_list_head_init(&ep->db_list);

@@ -408,3 +408,73 @@ TEST_F(syncmem_wire_test, netdev_down_and_up_loses_nothing)
     EXPECT_EQ(UCS_OK, put_sequence(ep2, mem, rkey));
     EXPECT_EQ(mem.size(), mem.back());
 }
+
+// The reply to a get is cut at the peer (its netdev's MTU lowered below the
+// reply's packets: its sends fail locally, as when the link goes down under
+// it, while our small requests still get through) until the endpoint's QP
+// fails; then the MTU comes back and the endpoint reconnects. Soft-RoCE's responder keeps that interrupted reply pending on
+// its QP and, at the next packet the QP receives, sends the rest of it
+// without a first packet, which the requester's completer takes for the
+// read's success with no data (rxe_comp.c: COMPST_ERROR, the status left
+// at IBV_WC_SUCCESS). Resuming that QP pair would complete the get with
+// UCS_OK and its buffer untouched; it must come back with its data.
+TEST_F(syncmem_wire_test, reconnect_after_a_cut_read_reply_returns_the_data)
+{
+    uct_iface_h a, b;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
+                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
+                                  {"CM_TIMEOUT", "50ms"},
+                                  {"RECONNECT_TIMEOUT", "20s"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    uct_ep_h ep;
+    ASSERT_EQ(UCS_OK, connect(a, b, &ep));
+    std::vector<uint64_t> far(1024);  // 8 KiB: replies of several packets
+    for (size_t i = 0; i < far.size(); ++i) {
+        far[i] = 0x5eed000000000000ull + i;
+    }
+    uct_rkey_t rkey = remote(far);
+    std::vector<uint64_t> scratch(1, 0);
+    ASSERT_EQ(UCS_OK, put_sequence(ep, scratch, remote(scratch))); // working
+
+    for (size_t size : { (size_t)2048, (size_t)512, far.size() * 8 }) {
+        SCOPED_TRACE("get of " + std::to_string(size) + " bytes");
+        std::vector<uint64_t> got(far.size(), 0xa5a5a5a5a5a5a5a5ull);
+        uct_mem_h memh;
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, got.data(), got.size() * 8,
+                                         UCT_MD_MEM_ACCESS_ALL, &memh));
+        unsigned gen = uct_syncmem_ep_reconnects(ep);
+
+        // the peer's replies to us fail to leave it, from now on
+        ASSERT_EQ(0, system(("ip link set " + m_net[1] + " mtu 300").c_str()));
+        uct_iov_t iov = { got.data(), size, memh, 0, 1 };
+        uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+        ucs_status_t status = uct_ep_get_zcopy(ep, &iov, 1,
+                                               (uintptr_t)far.data(), rkey,
+                                               &comp);
+        EXPECT_EQ(UCS_INPROGRESS, status);
+        for (int i = 0; (i < 2000000) &&
+                        (uct_syncmem_ep_reconnects(ep) == gen); ++i) {
+            uct_worker_progress(m_worker);
+        }
+        EXPECT_GT(uct_syncmem_ep_reconnects(ep), gen) << "the QP never failed";
+        ASSERT_EQ(0, system(("ip link set " + m_net[1] + " mtu 1500").c_str()));
+        for (int i = 0; (i < 10000000) && (status == UCS_INPROGRESS) &&
+                        (comp.count > 0); ++i) {
+            uct_worker_progress(m_worker);
+        }
+        EXPECT_EQ(0, comp.count) << "the get never completed";
+        EXPECT_EQ(UCS_OK, comp.status) << ucs_status_string(comp.status);
+        size_t wrong = 0, first = 0;
+        for (size_t i = size / 8; i-- > 0;) {
+            if (far[i] != got[i]) {
+                ++wrong;
+                first = i;
+            }
+        }
+        EXPECT_EQ(0u, wrong) << "words wrong, the first " << first << ": "
+                             << std::hex << got[first] << " (a5a5..: the get"
+                             << " completed without its data)";
+        EXPECT_TRUE(m_errors.empty());
+        uct_md_mem_dereg(m_md, memh);
+    }
+}
