@@ -207,7 +207,7 @@ enum {
 
 /*
  * A request as it was posted, kept until it completes, so that a reconnect
- * can post it again (syncmem_fault.c). Inline data is copied into the
+ * can post it again (syncmem_replay.c). Inline data is copied into the
  * entry's data area; other requests keep their scatter list, whose memory
  * (bounce buffer or the user's zcopy buffer) is held until completion.
  */
@@ -261,11 +261,10 @@ typedef struct uct_syncmem_ep {
         unsigned         lost;          /* atomics lost, not yet retired */
         uint8_t          lost_silent;   /* one without a completion retired:
                                            the next flush reports it */
-        int              qp_ready;      /* the new QP is connected */
         uint32_t         next_psn;      /* of the next request posted */
         uint8_t          mtu_shift;     /* log2 of the path MTU */
-        uint8_t          resume;        /* asked to resume old_qp */
-        uint8_t          drained;       /* old_qp's flushes are all in */
+        uint8_t          state;         /* uct_syncmem_rc_state_t */
+        uint8_t          resume;        /* this reconnect asks to resume */
         uint32_t         old_rq_psn;    /* old_qp's next expected PSN */
         uint16_t         resumed_sn;    /* fail_sn of the last resume */
         uint8_t          resumed_once;  /* ...which is valid */
@@ -327,7 +326,7 @@ typedef struct uct_syncmem_cm {
 
 
 /* Receive side of reconnect: the last AM request number seen per QP, and
- * for a QP that replaced another, the one it replaced (syncmem_fault.c). */
+ * for a QP that replaced another, the one it replaced (syncmem_am.c). */
 KHASH_MAP_INIT_INT(uct_syncmem_qp_sn, uint16_t)
 KHASH_MAP_INIT_INT(uct_syncmem_qp_link, uint64_t)
 
@@ -495,6 +494,8 @@ ucs_status_t uct_syncmem_qp_resume(uct_syncmem_iface_t *iface,
                                    const uct_syncmem_port_t *peer,
                                    uint32_t dest_qpn, uint32_t sq_psn,
                                    uint32_t rq_psn);
+ucs_status_t uct_syncmem_qp_reinit(uct_syncmem_iface_t *iface,
+                                   struct ibv_qp *qp);
 enum ibv_qp_state uct_syncmem_qp_query(struct ibv_qp *qp, uint32_t *rq_psn_p);
 enum ibv_mtu uct_syncmem_qp_path_mtu(uct_syncmem_iface_t *iface,
                                      const uct_syncmem_port_t *peer);
@@ -518,7 +519,7 @@ void uct_syncmem_cm_reconnect(uct_syncmem_ep_t *ep);
 void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep);
 /* For tests: connections this iface accepted and still holds */
 unsigned uct_syncmem_iface_num_passive(uct_iface_h iface);
-unsigned uct_syncmem_cm_progress(uct_syncmem_iface_t *iface);
+unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface);
 
 enum {
     UCT_SYNCMEM_DIR_TX,
@@ -544,26 +545,81 @@ unsigned uct_syncmem_rx_post(uct_syncmem_iface_t *iface, unsigned max);
 unsigned uct_syncmem_rx_progress(uct_syncmem_iface_t *iface);
 void uct_syncmem_rx_release_desc(uct_recv_desc_t *self, void *desc);
 
-/* syncmem_fault.c */
-ucs_status_t uct_syncmem_fault_ep_init(uct_syncmem_ep_t *ep);
-void uct_syncmem_fault_ep_cleanup(uct_syncmem_ep_t *ep);
-void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc);
-ucs_status_t uct_syncmem_ep_reconnect_check(uct_syncmem_ep_t *ep,
-                                            ucs_time_t now);
+/* syncmem_replay.c: the replay ring, the doorbell, lost atomics */
+enum {
+    UCT_SYNCMEM_POST_RING,    /* the doorbell: requests kept, not posted */
+    UCT_SYNCMEM_POST_AGAIN,   /* a reconnect's, on a new QP */
+    UCT_SYNCMEM_POST_RESUMED  /* a reconnect's, on the resumed QP */
+};
+ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep);
+void uct_syncmem_replay_ep_cleanup(uct_syncmem_ep_t *ep);
+void uct_syncmem_replay_destroy_old_qp(uct_syncmem_ep_t *ep);
+ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
+                                     uint16_t count, int how);
+int uct_syncmem_replay_has_read(const uct_syncmem_ep_t *ep, uint16_t first,
+                                uint16_t last);
 void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status);
 ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
                                       const uct_syncmem_op_t *op,
                                       ucs_status_t status);
 ucs_status_t uct_syncmem_ep_lost_status(uct_syncmem_ep_t *ep);
-ucs_status_t uct_syncmem_fault_iface_init(uct_syncmem_iface_t *iface);
-void uct_syncmem_fault_iface_cleanup(uct_syncmem_iface_t *iface);
+void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);
+void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface);
+
+/* syncmem_reconnect.c: the state machine (its transition table there) */
+typedef enum {
+    UCT_SYNCMEM_RC_IDLE,       /* not reconnecting */
+    UCT_SYNCMEM_RC_WAIT_BOTH,  /* REQ out; the old QP still flushing */
+    UCT_SYNCMEM_RC_WAIT_REP,   /* the old QP flushed; no REP yet */
+    UCT_SYNCMEM_RC_WAIT_DRAIN  /* the REP is in; the old QP still flushing */
+} uct_syncmem_rc_state_t;
+
+typedef enum {
+    UCT_SYNCMEM_RC_EV_ERROR,
+    UCT_SYNCMEM_RC_EV_STALL,
+    UCT_SYNCMEM_RC_EV_DRAINED,
+    UCT_SYNCMEM_RC_EV_REP,
+    UCT_SYNCMEM_RC_EV_TIMER,
+    UCT_SYNCMEM_RC_EV_CONNECT_FAILED,
+    UCT_SYNCMEM_RC_EV_LAST
+} uct_syncmem_rc_event_t;
+
+typedef enum {
+    UCT_SYNCMEM_RC_ACT_NONE,
+    UCT_SYNCMEM_RC_ACT_START,
+    UCT_SYNCMEM_RC_ACT_QP_ERROR,
+    UCT_SYNCMEM_RC_ACT_SEND_REQ,
+    UCT_SYNCMEM_RC_ACT_FINISH,
+    UCT_SYNCMEM_RC_ACT_RESTART,
+    UCT_SYNCMEM_RC_ACT_FAIL
+} uct_syncmem_rc_action_t;
+
+/* What a TIMER event depends on. */
+typedef struct {
+    uint8_t retry_due;     /* CM_TIMEOUT passed since the last REQ */
+    uint8_t past_deadline; /* RECONNECT_TIMEOUT passed since the failure */
+    uint8_t last_try_sent; /* a REQ went out at or after the deadline
+                              less CM_TIMEOUT */
+} uct_syncmem_rc_timer_t;
+
+/* The transition: *state moves, the action is returned. No side effect. */
+uct_syncmem_rc_action_t uct_syncmem_rc_next(uint8_t *state,
+                                            uct_syncmem_rc_event_t event,
+                                            const uct_syncmem_rc_timer_t *t);
+/* The event entry; wc for ERROR (and DRAINED). Not UCS_OK: fail ep with
+ * it, outside the async lock. */
+ucs_status_t uct_syncmem_ep_rc_event(uct_syncmem_ep_t *ep,
+                                     uct_syncmem_rc_event_t event,
+                                     const struct ibv_wc *wc);
+void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc);
+unsigned uct_syncmem_iface_reconnect_progress(uct_syncmem_iface_t *iface);
+
+/* syncmem_am.c: receive side of reconnect */
 void uct_syncmem_rx_link_push(uct_syncmem_iface_t *iface, uint32_t new_qpn,
                               uint32_t old_qpn);
 void uct_syncmem_rx_links_apply(uct_syncmem_iface_t *iface);
 int uct_syncmem_rx_is_replayed(uct_syncmem_iface_t *iface, uint32_t qpn,
                                uint16_t sn);
-void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);
-void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface);
 
 /* syncmem_watchdog.c */
 void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface);

@@ -22,6 +22,7 @@
 #include "syncmem.h"
 #include "syncmem_tx.inl"
 
+#include <ucs/async/async.h>
 #include <ucs/time/time.h>
 #include <arpa/inet.h>
 
@@ -87,9 +88,108 @@ unsigned uct_syncmem_rx_post(uct_syncmem_iface_t *iface, unsigned max)
 }
 
 /*
- * Whether an AM is one we already have: after a reconnect the sender posts
- * again what it does not know to have arrived (syncmem_fault.c). Notes the
- * last request number of each QP, which that needs.
+ * Receive side of reconnect (syncmem_reconnect.c): the sender posts again
+ * the active messages it does not know to have arrived, on the QP that
+ * replaced the broken one. The handshake (async context) notes which QP
+ * replaced which; the receive path keeps the last request number each QP
+ * delivered, and drops a message on the new QP that the old one delivered.
+ */
+#define UCT_SYNCMEM_RX_UNRESOLVED  UCS_BIT(32) /* replaced: an old QP number */
+
+/* Async context, lock held: tell the receive path that new_qpn replaces
+ * old_qpn (new_qpn 0: old_qpn is gone for good). */
+void uct_syncmem_rx_link_push(uct_syncmem_iface_t *iface, uint32_t new_qpn,
+                              uint32_t old_qpn)
+{
+    uct_syncmem_rx_link_t *link = ucs_malloc(sizeof(*link), "syncmem_link");
+
+    if (link == NULL) {
+        ucs_warn("syncmem: no memory to note that QP 0x%x replaces 0x%x;"
+                 " active messages sent again may be delivered twice",
+                 new_qpn, old_qpn);
+        return;
+    }
+    link->new_qpn      = new_qpn;
+    link->old_qpn      = old_qpn;
+    link->next         = iface->rx.links;
+    iface->rx.links    = link;
+    iface->rx.have_links = 1;
+}
+
+/* Progress: take the links noted by the async context. */
+void uct_syncmem_rx_links_apply(uct_syncmem_iface_t *iface)
+{
+    uct_syncmem_rx_link_t *link, *links;
+    khiter_t it;
+    int ret;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    links                = iface->rx.links;
+    iface->rx.links      = NULL;
+    iface->rx.have_links = 0;
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+
+    while ((link = links) != NULL) {
+        links = link->next;
+        if (link->new_qpn == 0) {
+            it = kh_get(uct_syncmem_qp_sn, &iface->rx.last_sn, link->old_qpn);
+            if (it != kh_end(&iface->rx.last_sn)) {
+                kh_del(uct_syncmem_qp_sn, &iface->rx.last_sn, it);
+            }
+        } else {
+            /* resolved at its first message: the old QP's may still be in
+             * the CQ behind this poll */
+            it = kh_put(uct_syncmem_qp_link, &iface->rx.replaced,
+                        link->new_qpn, &ret);
+            if (ret >= 0) {
+                kh_value(&iface->rx.replaced, it) = UCT_SYNCMEM_RX_UNRESOLVED |
+                                                    link->old_qpn;
+            }
+        }
+        ucs_free(link);
+    }
+}
+
+/* A message on a QP that replaced another: already delivered through the
+ * old one? The old QP's messages all came first (one CQ, in order). */
+int uct_syncmem_rx_is_replayed(uct_syncmem_iface_t *iface, uint32_t qpn,
+                               uint16_t sn)
+{
+    khiter_t it = kh_get(uct_syncmem_qp_link, &iface->rx.replaced, qpn);
+    khiter_t old;
+    uint64_t value;
+
+    if (it == kh_end(&iface->rx.replaced)) {
+        return 0;
+    }
+
+    value = kh_value(&iface->rx.replaced, it);
+    if (value & UCT_SYNCMEM_RX_UNRESOLVED) {
+        old = kh_get(uct_syncmem_qp_sn, &iface->rx.last_sn, (uint32_t)value);
+        if (old == kh_end(&iface->rx.last_sn)) {
+            /* no message ever came through the old QP */
+            kh_del(uct_syncmem_qp_link, &iface->rx.replaced, it);
+            return 0;
+        }
+        value = kh_value(&iface->rx.last_sn, old);
+        kh_del(uct_syncmem_qp_sn, &iface->rx.last_sn, old);
+        kh_value(&iface->rx.replaced, it) = value;
+    }
+
+    if (UCS_CIRCULAR_COMPARE16(sn, <=, (uint16_t)value)) {
+        ucs_trace("syncmem: QP 0x%x: dropped AM %u, delivered before the"
+                  " sender reconnected", qpn, sn);
+        return 1;
+    }
+
+    /* past what the old QP delivered: in order from here on */
+    kh_del(uct_syncmem_qp_link, &iface->rx.replaced, it);
+    return 0;
+}
+
+/*
+ * Whether an AM is one we already have (above). Notes the last request
+ * number of each QP, which that needs.
  */
 static UCS_F_ALWAYS_INLINE int
 uct_syncmem_rx_check_sn(uct_syncmem_iface_t *iface, uint32_t qpn, uint16_t sn)
@@ -220,6 +320,10 @@ ucs_status_t uct_syncmem_rx_init(uct_syncmem_iface_t *iface,
     iface->rx.batch                = ucs_max(1, ucs_min(32,
                                                         iface->rx.queue_len / 4));
     iface->rx.available            = iface->rx.queue_len;
+    iface->rx.links                = NULL;
+    iface->rx.have_links           = 0;
+    kh_init_inplace(uct_syncmem_qp_sn, &iface->rx.last_sn);
+    kh_init_inplace(uct_syncmem_qp_link, &iface->rx.replaced);
     elem_size                      = iface->rx.payload_offset +
                                      iface->config.seg_size;
 
@@ -228,7 +332,7 @@ ucs_status_t uct_syncmem_rx_init(uct_syncmem_iface_t *iface,
                                           iface->rx.payload_offset, &align,
                                           &align_offset);
     if (status != UCS_OK) {
-        return status;
+        goto err_dedup;
     }
 
     status = uct_iface_mpool_init(&iface->super, &iface->rx.mp, elem_size,
@@ -236,7 +340,7 @@ ucs_status_t uct_syncmem_rx_init(uct_syncmem_iface_t *iface,
                                   iface->rx.batch * 2, uct_syncmem_rx_desc_init,
                                   "syncmem_rx_bufs");
     if (status != UCS_OK) {
-        return status;
+        goto err_dedup;
     }
 
     iface->rx.cq = ibv_create_cq(md->ctx, iface->rx.queue_len, NULL,
@@ -269,15 +373,26 @@ err_cq:
     ibv_destroy_cq(iface->rx.cq);
 err_mp:
     ucs_mpool_cleanup(&iface->rx.mp, 1);
+err_dedup:
+    kh_destroy_inplace(uct_syncmem_qp_sn, &iface->rx.last_sn);
+    kh_destroy_inplace(uct_syncmem_qp_link, &iface->rx.replaced);
     return status;
 }
 
 void uct_syncmem_rx_cleanup(uct_syncmem_iface_t *iface)
 {
+    uct_syncmem_rx_link_t *link;
+
     ibv_destroy_srq(iface->rx.srq);
     ibv_destroy_cq(iface->rx.cq);
     /* descriptors the user still holds are his to release; do not check */
     ucs_mpool_cleanup(&iface->rx.mp, 0);
+    while ((link = iface->rx.links) != NULL) {
+        iface->rx.links = link->next;
+        ucs_free(link);
+    }
+    kh_destroy_inplace(uct_syncmem_qp_sn, &iface->rx.last_sn);
+    kh_destroy_inplace(uct_syncmem_qp_link, &iface->rx.replaced);
 }
 
 static UCS_F_ALWAYS_INLINE void

@@ -22,7 +22,7 @@
  * Which messages are believed, and the cap on half-open connections, are
  * decided in syncmem_cm_msg.c; this file does what it decides.
  *
- * Reconnect (syncmem_fault.c): the initiator sends REQ again for the same
+ * Reconnect (syncmem_reconnect.c): the initiator sends REQ again for the same
  * connection id with the next generation number and a new RC QP; the peer
  * replaces the passive QP of that connection, notes for its receive path
  * which QP replaced which (to drop active messages it already delivered),
@@ -551,86 +551,6 @@ static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
         uct_syncmem_cm_free_retired(iface);
     }
     uct_syncmem_cm_drops_report(iface);
-}
-
-/*
- * Initiator's progress, while endpoints connect: connect those that got an
- * answer, resend due REQs, fail those out of retries. Returns an endpoint
- * to fail, if any, with *status_p: failing calls the user's error handler,
- * which must run outside the async lock.
- */
-static uct_syncmem_ep_t *uct_syncmem_cm_check(uct_syncmem_iface_t *iface,
-                                              ucs_status_t *status_p,
-                                              unsigned *count_p)
-{
-    ucs_time_t now = ucs_get_time();
-    uct_syncmem_ep_t *ep;
-
-    ucs_list_for_each(ep, &iface->eps, list) {
-        if (ep->state == UCT_SYNCMEM_EP_RECONNECTING) {
-            *status_p = uct_syncmem_ep_reconnect_check(ep, now);
-            if (*status_p != UCS_OK) {
-                return ep;
-            }
-            *count_p += (ep->state == UCT_SYNCMEM_EP_CONNECTED);
-            continue;
-        }
-        if (ep->state != UCT_SYNCMEM_EP_CONNECTING) {
-            continue;
-        }
-
-        if (ep->cm.replied) {
-            *status_p = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
-                                               ep->cm.peer_rc_qpn);
-            if (*status_p != UCS_OK) {
-                return ep;
-            }
-            uct_syncmem_ep_connected(ep);
-            ++(*count_p);
-            continue;
-        }
-
-        if (now < ep->cm.next_retry) {
-            continue;
-        }
-
-        if (ep->cm.retries_left-- > 0) {
-            ucs_debug("syncmem: ep %p resends REQ to iface 0x%" PRIx64, ep,
-                      ep->cm.peer_iface_id);
-            uct_syncmem_cm_send_req(ep);
-            continue;
-        }
-
-        ucs_diag("syncmem: ep %p: no answer from iface 0x%" PRIx64 " after %u"
-                 " tries; %s", ep, ep->cm.peer_iface_id,
-                 iface->config.cm_retries + 1, (ep->cm.ah == NULL) ?
-                 "the peer's address never resolved (ARP/ND): is it on a"
-                 " reachable network?" : "is the peer process alive?");
-        *status_p = UCS_ERR_ENDPOINT_TIMEOUT;
-        return ep;
-    }
-
-    return NULL;
-}
-
-unsigned uct_syncmem_cm_progress(uct_syncmem_iface_t *iface)
-{
-    ucs_async_context_t *async = iface->super.worker->async;
-    unsigned count             = 0;
-    uct_syncmem_ep_t *failed;
-    ucs_status_t status;
-
-    do {
-        UCS_ASYNC_BLOCK(async);
-        failed = uct_syncmem_cm_check(iface, &status, &count);
-        UCS_ASYNC_UNBLOCK(async);
-        if (failed != NULL) {
-            uct_syncmem_ep_set_failed(failed, status);
-            ++count;
-        }
-    } while (failed != NULL);
-
-    return count;
 }
 
 ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)

@@ -196,6 +196,79 @@ void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep)
     }
 }
 
+/*
+ * Initiator's progress, while endpoints connect (the first time; a
+ * reconnect is syncmem_reconnect.c's): connect those that got an answer,
+ * resend due REQs, fail those out of retries. Returns an endpoint to fail,
+ * if any, with *status_p: failing calls the user's error handler, which
+ * must run outside the async lock.
+ */
+static uct_syncmem_ep_t *uct_syncmem_ep_connect_check(uct_syncmem_iface_t *iface,
+                                              ucs_status_t *status_p,
+                                              unsigned *count_p)
+{
+    ucs_time_t now = ucs_get_time();
+    uct_syncmem_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (ep->state != UCT_SYNCMEM_EP_CONNECTING) {
+            continue;
+        }
+
+        if (ep->cm.replied) {
+            *status_p = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
+                                               ep->cm.peer_rc_qpn);
+            if (*status_p != UCS_OK) {
+                return ep;
+            }
+            uct_syncmem_ep_connected(ep);
+            ++(*count_p);
+            continue;
+        }
+
+        if (now < ep->cm.next_retry) {
+            continue;
+        }
+
+        if (ep->cm.retries_left-- > 0) {
+            ucs_debug("syncmem: ep %p resends REQ to iface 0x%" PRIx64, ep,
+                      ep->cm.peer_iface_id);
+            uct_syncmem_cm_send_req(ep);
+            continue;
+        }
+
+        ucs_diag("syncmem: ep %p: no answer from iface 0x%" PRIx64 " after %u"
+                 " tries; %s", ep, ep->cm.peer_iface_id,
+                 iface->config.cm_retries + 1, (ep->cm.ah == NULL) ?
+                 "the peer's address never resolved (ARP/ND): is it on a"
+                 " reachable network?" : "is the peer process alive?");
+        *status_p = UCS_ERR_ENDPOINT_TIMEOUT;
+        return ep;
+    }
+
+    return NULL;
+}
+
+unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface)
+{
+    ucs_async_context_t *async = iface->super.worker->async;
+    unsigned count             = 0;
+    uct_syncmem_ep_t *failed;
+    ucs_status_t status;
+
+    do {
+        UCS_ASYNC_BLOCK(async);
+        failed = uct_syncmem_ep_connect_check(iface, &status, &count);
+        UCS_ASYNC_UNBLOCK(async);
+        if (failed != NULL) {
+            uct_syncmem_ep_set_failed(failed, status);
+            ++count;
+        }
+    } while (failed != NULL);
+
+    return count;
+}
+
 static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(params->iface,
@@ -245,7 +318,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     ucs_queue_head_init(&self->tx.outstanding);
     ucs_arbiter_group_init(&self->arb_group);
 
-    status = uct_syncmem_fault_ep_init(self);
+    status = uct_syncmem_replay_ep_init(self);
     if (status != UCS_OK) {
         goto err;
     }
@@ -284,7 +357,7 @@ err_hash:
 err_qp:
     ibv_destroy_qp(self->qp);
 err_fault:
-    uct_syncmem_fault_ep_cleanup(self);
+    uct_syncmem_replay_ep_cleanup(self);
 err:
     ucs_arbiter_group_cleanup(&self->arb_group);
     return status;
@@ -317,7 +390,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_ep_t)
         op->handler(op, UCS_ERR_CANCELED);
     }
 
-    uct_syncmem_fault_ep_cleanup(self); /* and the QP it replaced, if any */
+    uct_syncmem_replay_ep_cleanup(self); /* and the QP it replaced, if any */
     ibv_destroy_qp(self->qp);
 }
 

@@ -59,7 +59,8 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
     /* CM events that found the async lock taken wait for us */
     ucs_async_check_miss(iface->super.worker->async);
     if (ucs_unlikely(iface->cm.connecting > 0)) {
-        count += uct_syncmem_cm_progress(iface);
+        count += uct_syncmem_iface_connect_progress(iface) +
+                 uct_syncmem_iface_reconnect_progress(iface);
     }
     if (ucs_unlikely(iface->check_due)) {
         uct_syncmem_iface_check_deadlines(iface);
@@ -584,7 +585,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err_rx;
     }
 
-    status = uct_syncmem_fault_iface_init(self);
+    status = uct_syncmem_watchdog_init(self);
     if (status != UCS_OK) {
         goto err_rx;
     }
@@ -630,7 +631,7 @@ err_tx_mp:
 err_op_mp:
     ucs_mpool_cleanup(&self->op_mp, 1);
 err_fault:
-    uct_syncmem_fault_iface_cleanup(self);
+    uct_syncmem_watchdog_cleanup(self);
 err_rx:
     uct_syncmem_rx_cleanup(self);
 err_cq:
@@ -654,7 +655,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_iface_t)
         uct_ep_destroy(&ep->super.super);
     }
     uct_syncmem_cm_cleanup(self);
-    uct_syncmem_fault_iface_cleanup(self);
+    uct_syncmem_watchdog_cleanup(self);
     uct_syncmem_verify_cleanup(self);
     ucs_mpool_cleanup(&self->tx_mp, 1);
     ucs_mpool_cleanup(&self->op_mp, 1);

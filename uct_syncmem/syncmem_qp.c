@@ -49,6 +49,13 @@ static ucs_status_t uct_syncmem_qp_init(uct_syncmem_iface_t *iface,
     return UCS_OK;
 }
 
+/* A QP in RESET back to INIT, to be connected again. */
+ucs_status_t uct_syncmem_qp_reinit(uct_syncmem_iface_t *iface,
+                                   struct ibv_qp *qp)
+{
+    return uct_syncmem_qp_init(iface, qp);
+}
+
 /* send_cq: the iface's for endpoints, the CM's for passive QPs (whose only
  * sends are keepalives, handled in the async context). */
 ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,

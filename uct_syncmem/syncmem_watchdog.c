@@ -2,7 +2,8 @@
  * syncmem - the watchdog: operation deadlines (UCX_SYNCMEM_OP_TIMEOUT) and
  * stalled QPs (UCX_SYNCMEM_RC_STALL_TIMEOUT). An async timer, every quarter
  * of the shorter of the two, asks progress to look at the endpoints, so
- * that progress itself pays one flag test.
+ * that progress itself pays one flag test. And the testing knob that breaks
+ * QPs on purpose (UCX_SYNCMEM_FAULT_QP_ERROR).
  */
 #include "syncmem.h"
 #include "syncmem_tx.inl"
@@ -38,7 +39,6 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
     struct ibv_qp_attr attr;
     struct ibv_qp_init_attr init;
     ucs_time_t allowed;
-    int ret;
 
     if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
         (iface->config.stall_timeout == UCS_TIME_INFINITY)) {
@@ -89,15 +89,8 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
     }
     ++ep->rc.stalls;
     ep->rc.st_time = 0;
-
-    memset(&attr, 0, sizeof(attr));
-    attr.qp_state = IBV_QPS_ERR;
-    ret           = ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
-    if (ret) {
-        /* tried again after the next stall time; OP_TIMEOUT still holds */
-        ucs_error("syncmem: ep %p: cannot move stalled QP 0x%x to the error"
-                  " state: %s", ep, ep->qp->qp_num, strerror(ret));
-    }
+    /* to error: its flushes start the reconnect, or fail the endpoint */
+    uct_syncmem_ep_rc_event(ep, UCT_SYNCMEM_RC_EV_STALL, NULL);
 }
 
 /*
@@ -173,29 +166,77 @@ static void uct_syncmem_check_timer(int id, ucs_event_set_types_t events,
     ((uct_syncmem_iface_t*)arg)->check_due = 1;
 }
 
+/* UCX_SYNCMEM_FAULT_QP_ERROR (testing): async timer, lock held. */
+static void uct_syncmem_fault_timer(int id, ucs_event_set_types_t events,
+                                    void *arg)
+{
+    uct_syncmem_iface_t *iface = arg;
+    struct ibv_qp_attr attr    = { .qp_state = IBV_QPS_ERR };
+    uct_syncmem_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
+            !ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE)) {
+            ucs_diag("syncmem: UCX_SYNCMEM_FAULT_QP_ERROR: QP 0x%x of ep %p"
+                     " forced to the error state", ep->qp->qp_num, ep);
+        }
+    }
+}
+
+ucs_status_t uct_syncmem_ep_inject_qp_error(uct_ep_h tl_ep)
+{
+    uct_syncmem_ep_t *ep    = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+
+    return ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE) ? UCS_ERR_IO_ERROR :
+                                                        UCS_OK;
+}
+
 ucs_status_t uct_syncmem_watchdog_init(uct_syncmem_iface_t *iface)
 {
     ucs_status_t status;
 
-    iface->check_due = 0;
-    iface->check_id  = -1;
-    if (iface->config.check_interval == UCS_TIME_INFINITY) {
-        return UCS_OK;
+    iface->check_due   = 0;
+    iface->check_id    = -1;
+    iface->cm.fault_id = -1;
+    if (iface->config.check_interval != UCS_TIME_INFINITY) {
+        status = ucs_async_add_timer(iface->super.worker->async->mode,
+                                     iface->config.check_interval,
+                                     uct_syncmem_check_timer, iface,
+                                     iface->super.worker->async,
+                                     &iface->check_id);
+        if (status != UCS_OK) {
+            ucs_error("syncmem: cannot start the deadline timer: %s",
+                      ucs_status_string(status));
+            return status;
+        }
     }
 
+    if (iface->config.fault_qp_error == UCS_TIME_INFINITY) {
+        return UCS_OK;
+    }
+    ucs_warn("syncmem: UCX_SYNCMEM_FAULT_QP_ERROR is set: endpoints are"
+             " broken on purpose every %.3f s (for testing)",
+             ucs_time_to_sec(iface->config.fault_qp_error));
     status = ucs_async_add_timer(iface->super.worker->async->mode,
-                                 iface->config.check_interval,
-                                 uct_syncmem_check_timer, iface,
-                                 iface->super.worker->async, &iface->check_id);
+                                 iface->config.fault_qp_error,
+                                 uct_syncmem_fault_timer, iface,
+                                 iface->super.worker->async,
+                                 &iface->cm.fault_id);
     if (status != UCS_OK) {
-        ucs_error("syncmem: cannot start the deadline timer: %s",
+        ucs_error("syncmem: cannot start the FAULT_QP_ERROR timer: %s",
                   ucs_status_string(status));
+        uct_syncmem_watchdog_cleanup(iface); /* the caller does not */
     }
     return status;
 }
 
 void uct_syncmem_watchdog_cleanup(uct_syncmem_iface_t *iface)
 {
+    if (iface->cm.fault_id >= 0) {
+        ucs_async_remove_handler(iface->cm.fault_id, 1);
+        iface->cm.fault_id = -1;
+    }
     if (iface->check_id >= 0) {
         ucs_async_remove_handler(iface->check_id, 1);
         iface->check_id = -1;

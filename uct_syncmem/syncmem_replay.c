@@ -1,0 +1,293 @@
+/*
+ * syncmem - the replay ring: every request as it was posted, kept until it
+ * completes (uct_syncmem_replay_t, filled by uct_syncmem_ep_post in
+ * syncmem_tx.inl), and what is built on it:
+ *  - the doorbell of UCX_SYNCMEM_TX_DB_BATCH: requests kept in the ring
+ *    only, posted as one chain (uct_syncmem_ep_ring);
+ *  - a reconnect's replay: requests of unknown outcome posted again on the
+ *    new or resumed QP, with the PSNs they had (syncmem_reconnect.c);
+ *  - atomics whose outcome a reconnect lost: never posted twice, an empty
+ *    write holds their place and they report UCS_ERR_CONNECTION_RESET;
+ *  - the purge of an endpoint whose requests no CQ will report.
+ * The fast path, the endpoint and the watchdog use only this file; the
+ * reconnect state machine sits above it.
+ */
+#include "syncmem.h"
+#include "syncmem_tx.inl"
+
+#include <string.h>
+
+#define UCT_SYNCMEM_REPLAY_BATCH   16          /* requests per post call */
+
+
+ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    /* room for every request the send queue holds, and the drain */
+    unsigned entries = ucs_roundup_pow2(iface->config.tx_queue_len + 2);
+
+    memset(&ep->rc, 0, sizeof(ep->rc));
+    if (!iface->config.reconnect && (iface->config.db_batch <= 1)) {
+        return UCS_OK;
+    }
+
+    ep->rc.ring = ucs_calloc(entries, sizeof(*ep->rc.ring), "syncmem_replay");
+    ep->rc.data = ucs_malloc(entries * iface->config.replay_data,
+                             "syncmem_replay_data");
+    if ((ep->rc.ring == NULL) || (ep->rc.data == NULL)) {
+        ucs_error("syncmem: no memory for the replay ring (%u entries);"
+                  " lower UCX_SYNCMEM_TX_QUEUE_LEN or set"
+                  " UCX_SYNCMEM_RECONNECT=n", entries);
+        uct_syncmem_replay_ep_cleanup(ep);
+        return UCS_ERR_NO_MEMORY;
+    }
+    ep->rc.mask = entries - 1;
+    return UCS_OK;
+}
+
+void uct_syncmem_replay_destroy_old_qp(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    khiter_t it;
+
+    if (ep->rc.old_qp == NULL) {
+        return;
+    }
+
+    it = kh_get(uct_syncmem_qp_eps, &iface->qp_eps, ep->rc.old_qp->qp_num);
+    if (it != kh_end(&iface->qp_eps)) {
+        kh_del(uct_syncmem_qp_eps, &iface->qp_eps, it);
+    }
+    ibv_destroy_qp(ep->rc.old_qp);
+    ep->rc.old_qp = NULL;
+}
+
+void uct_syncmem_replay_ep_cleanup(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_replay_destroy_old_qp(ep);
+    ucs_free(ep->rc.ring);
+    ucs_free(ep->rc.data);
+    ep->rc.ring = NULL;
+    ep->rc.data = NULL;
+}
+
+/*
+ * Retire everything outstanding with status now, and give its slots back:
+ * for an endpoint whose requests will never be reported by a CQ (the old
+ * QP is destroyed, the new one has none). Completions that still arrive
+ * are older than acked_sn and ignored.
+ */
+void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uct_syncmem_op_t *op;
+
+    uct_syncmem_replay_destroy_old_qp(ep);
+    ucs_list_del(&ep->db_list);
+    ucs_list_head_init(&ep->db_list);
+    ep->tx.rung_sn       = ep->tx.sn;
+    iface->cq_available += iface->config.tx_queue_len - ep->tx.available;
+    ep->tx.available     = iface->config.tx_queue_len;
+    ep->tx.acked_sn      = ep->tx.sn;
+    ucs_queue_for_each_extract(op, &ep->tx.outstanding, queue, 1) {
+        op->handler(op, status);
+    }
+}
+
+/*
+ * The status an op retires with while atomics lost to a reconnect are not
+ * yet reported. The lost atomic itself fails. A flush that follows fails
+ * only if one of them has no completion of its own (a posted atomic, which
+ * only a flush can report): puts and gets were posted again, active
+ * messages delivered once, so the flush has nothing else of unknown outcome
+ * to report, and an atomic with a completion has reported itself.
+ */
+ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
+                                      const uct_syncmem_op_t *op,
+                                      ucs_status_t status)
+{
+    if ((status != UCS_OK) || (ep->rc.ring == NULL)) {
+        return status;
+    }
+
+    if (op->handler == uct_syncmem_ep_flush_done) {
+        if (UCS_CIRCULAR_COMPARE16(op->sn, >=, ep->rc.lost_last_sn)) {
+            ep->rc.lost = 0; /* all retired, reported */
+        }
+        return uct_syncmem_ep_lost_status(ep);
+    }
+    if (ep->rc.ring[op->sn & ep->rc.mask].lost) {
+        if (op->comp == NULL) {
+            ep->rc.lost_silent = 1;
+        }
+        return UCS_ERR_CONNECTION_RESET;
+    }
+    return status;
+}
+
+/* For a flush: did a lost atomic that nobody else reports retire? */
+ucs_status_t uct_syncmem_ep_lost_status(uct_syncmem_ep_t *ep)
+{
+    if (ucs_likely(!ep->rc.lost_silent)) {
+        return UCS_OK;
+    }
+    ep->rc.lost_silent = 0;
+    return UCS_ERR_CONNECTION_RESET;
+}
+
+/*
+ * Is a get among requests first..last (those the old QP may have sent but
+ * not completed, for a reconnect: syncmem_reconnect.c)? Its reply may have been cut at the peer, and
+ * Soft-RoCE's responder (rxe_resp.c read_reply, kernels 6.1 and 6.12) then
+ * keeps that reply pending on its QP, marked as begun although its first
+ * packet never left. At the next packet the QP receives, whatever its PSN,
+ * it sends the rest: a read response with no first packet, at the PSNs of
+ * that get. A resumed QP is sending that very get again at those PSNs, and
+ * its completer (rxe_comp.c check_ack) takes a response without a start
+ * for an error, completes the get with IBV_WC_SUCCESS and no data (the
+ * kernel's WARNING at rxe_comp.c COMPST_ERROR) and moves the QP to error.
+ * A new QP pair leaves the pending reply behind on the peer's old QP.
+ * (test/guest/test_wire.cc: reconnect_after_a_cut_read_reply_returns_the_data)
+ */
+int uct_syncmem_replay_has_read(const uct_syncmem_ep_t *ep, uint16_t first,
+                                uint16_t last)
+{
+    uint16_t sn;
+
+    for (sn = first; UCS_CIRCULAR_COMPARE16(sn, <=, last); ++sn) {
+        if (ep->rc.ring[sn & ep->rc.mask].opcode == IBV_WR_RDMA_READ) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Rebuild request sn from the replay ring into wr (and its sge), to post
+ * it how (UCT_SYNCMEM_POST_*). */
+static void uct_syncmem_replay_wr(uct_syncmem_iface_t *iface,
+                                  uct_syncmem_ep_t *ep, uint16_t sn, int how,
+                                  struct ibv_send_wr *wr, struct ibv_sge *sge)
+{
+    int replay              = (how != UCT_SYNCMEM_POST_RING);
+    unsigned idx            = sn & ep->rc.mask;
+    uct_syncmem_replay_t *e = &ep->rc.ring[idx];
+    uint8_t *data           = ep->rc.data + idx * iface->config.replay_data;
+
+    memset(wr, 0, sizeof(*wr));
+    wr->wr_id      = sn;
+    wr->opcode     = e->opcode;
+    wr->send_flags = e->send_flags;
+    wr->imm_data   = e->imm_data;
+
+    if (replay) {
+        /* the PSNs it takes now (the same ones, when resumed) */
+        e->psn          = ep->rc.next_psn;
+        ep->rc.next_psn = (e->psn + e->npkts) & UCT_SYNCMEM_PSN_MASK;
+    }
+    if (uct_syncmem_opcode_is_atomic(e->opcode) &&
+        (UCS_CIRCULAR_COMPARE16(sn, >, ep->rc.old_last_sn) ||
+         (how == UCT_SYNCMEM_POST_RESUMED))) {
+        /* never reached the old QP, or the peer's responder tells a
+         * duplicate from a new one: it runs once */
+        replay = 0;
+    }
+    if (!replay && uct_syncmem_opcode_is_atomic(e->opcode)) {
+        wr->wr.atomic.remote_addr = e->remote_addr;
+        wr->wr.atomic.rkey        = e->rkey;
+        wr->wr.atomic.compare_add = e->compare_add;
+        wr->wr.atomic.swap        = e->swap;
+        wr->sg_list               = (struct ibv_sge*)data;
+        wr->num_sge               = e->num_sge;
+        return;
+    }
+
+    if (uct_syncmem_opcode_is_atomic(e->opcode)) {
+        /* may have run already: never again; an empty write holds its
+         * place (its completion, its fence) */
+        e->lost              = 1;
+        ep->rc.lost_last_sn  = sn;
+        ++ep->rc.lost;
+        wr->opcode           = IBV_WR_RDMA_WRITE;
+        wr->send_flags      |= IBV_SEND_SIGNALED;
+        return;
+    }
+
+    wr->wr.rdma.remote_addr = e->remote_addr;
+    wr->wr.rdma.rkey        = e->rkey;
+    if (e->send_flags & IBV_SEND_INLINE) {
+        sge->addr    = (uintptr_t)data;
+        sge->length  = e->inline_len;
+        sge->lkey    = 0;
+        wr->sg_list  = sge;
+        wr->num_sge  = 1;
+    } else {
+        wr->sg_list  = (struct ibv_sge*)data;
+        wr->num_sge  = e->num_sge;
+    }
+}
+
+/* Posts count requests first.. from the ring, as chains: a doorbell
+ * (UCT_SYNCMEM_POST_RING), or what a reconnect posts again on a new QP or
+ * on the resumed one. */
+ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
+                                     uint16_t count, int how)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    struct ibv_send_wr wrs[UCT_SYNCMEM_REPLAY_BATCH], *bad_wr;
+    struct ibv_sge sges[UCT_SYNCMEM_REPLAY_BATCH];
+    uint16_t sn = first;
+    unsigned n, i;
+    int ret;
+
+    while (count > 0) {
+        n = ucs_min(count, UCT_SYNCMEM_REPLAY_BATCH);
+        for (i = 0; i < n; ++i, ++sn) {
+            uct_syncmem_replay_wr(iface, ep, sn, how, &wrs[i], &sges[i]);
+            wrs[i].next = &wrs[i + 1];
+        }
+        wrs[n - 1].next = NULL;
+        count          -= n;
+        if ((how != UCT_SYNCMEM_POST_RING) && (count == 0)) {
+            /* a flush may wait on the last one: it must complete */
+            wrs[n - 1].send_flags |= IBV_SEND_SIGNALED;
+            ep->tx.unsignaled      = 0;
+        }
+        ret = ibv_post_send(ep->qp, wrs, &bad_wr);
+        if (ret) {
+            ucs_error("syncmem: ep %p: ibv_post_send(QP 0x%x, %u requests)"
+                      " failed: %s", ep, ep->qp->qp_num, n, strerror(ret));
+            return UCS_ERR_IO_ERROR;
+        }
+    }
+    return UCS_OK;
+}
+
+/* Doorbell: post what uct_syncmem_ep_post kept (syncmem_tx.inl). */
+void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
+{
+    uint16_t first = ep->tx.rung_sn + 1;
+    uint16_t count = ep->tx.sn - ep->tx.rung_sn;
+
+    ucs_list_del(&ep->db_list);
+    ucs_list_head_init(&ep->db_list);
+    ep->tx.rung_sn = ep->tx.sn;
+    if ((count > 0) &&
+        (uct_syncmem_replay_post(ep, first, count,
+                                 UCT_SYNCMEM_POST_RING) != UCS_OK)) {
+        uct_syncmem_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+    }
+}
+
+void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface)
+{
+    uct_syncmem_ep_t *ep, *tmp;
+
+    ucs_list_for_each_safe(ep, tmp, &iface->db_eps, db_list) {
+        uct_syncmem_ep_ring(ep);
+    }
+}
+
