@@ -14,6 +14,7 @@
 #include <uct/base/uct_iface.h>
 #include <ucs/sys/string.h>
 #include <ucs/datastruct/khash.h>
+#include <ucs/type/spinlock.h>
 #include <infiniband/verbs.h>
 
 #define UCT_SYNCMEM_NAME         "syncmem"
@@ -75,6 +76,9 @@ typedef struct uct_syncmem_md {
     size_t                 rcache_align; /* of every cached region */
     int                    closing;
     uct_syncmem_rcache_counters_t rcache_counters;
+    ucs_list_link_t        ifaces;       /* uct_syncmem_iface_t, port events */
+    ucs_spinlock_t         iface_lock;   /* ...taken by the async thread */
+    int                    async_events; /* the async fd has a handler */
 } uct_syncmem_md_t;
 
 
@@ -414,6 +418,8 @@ struct uct_syncmem_iface {
         uint8_t        verify;          /* UCT_SYNCMEM_VERIFY_* */
     } config;
     volatile int       check_due;     /* set by the deadline timer */
+    volatile uint32_t  port_events;   /* syncmem_port.c, from the async thread */
+    ucs_list_link_t    md_list;       /* in md->ifaces */
     int                check_id;      /* that timer; -1: none */
 };
 
@@ -581,6 +587,8 @@ typedef enum {
     UCT_SYNCMEM_RC_EV_REP,
     UCT_SYNCMEM_RC_EV_TIMER,
     UCT_SYNCMEM_RC_EV_CONNECT_FAILED,
+    UCT_SYNCMEM_RC_EV_PORT_DOWN,
+    UCT_SYNCMEM_RC_EV_PORT_UP,
     UCT_SYNCMEM_RC_EV_LAST
 } uct_syncmem_rc_event_t;
 
@@ -613,6 +621,13 @@ ucs_status_t uct_syncmem_ep_rc_event(uct_syncmem_ep_t *ep,
                                      const struct ibv_wc *wc);
 void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc);
 unsigned uct_syncmem_iface_reconnect_progress(uct_syncmem_iface_t *iface);
+
+/* syncmem_port.c: the device's async events */
+ucs_status_t uct_syncmem_port_events_init(uct_syncmem_md_t *md);
+void uct_syncmem_port_events_cleanup(uct_syncmem_md_t *md);
+void uct_syncmem_port_events_add(uct_syncmem_iface_t *iface);
+void uct_syncmem_port_events_remove(uct_syncmem_iface_t *iface);
+void uct_syncmem_iface_port_events(uct_syncmem_iface_t *iface);
 
 /* syncmem_am.c: receive side of reconnect */
 void uct_syncmem_rx_link_push(uct_syncmem_iface_t *iface, uint32_t new_qpn,

@@ -63,6 +63,7 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
                  uct_syncmem_iface_reconnect_progress(iface);
     }
     if (ucs_unlikely(iface->check_due)) {
+        uct_syncmem_iface_port_events(iface);
         uct_syncmem_iface_check_deadlines(iface);
     }
 
@@ -622,6 +623,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
               " sge %u/%u", self, params->mode.device.dev_name, self->id,
               self->cm.qp->qp_num, self->config.max_inline,
               self->config.max_sge, self->config.max_sge_rd);
+    uct_syncmem_port_events_add(self);
     return UCS_OK;
 
 err_verify:
@@ -650,6 +652,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_iface_t)
 
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    uct_syncmem_port_events_remove(self);
     ucs_list_for_each_safe(ep, tmp, &self->eps, list) {
         ucs_warn("syncmem: iface %p closed with ep %p still open", self, ep);
         uct_ep_destroy(&ep->super.super);

@@ -122,6 +122,7 @@ static void uct_syncmem_md_close(uct_md_h tl_md)
 
     uct_syncmem_rcache_cleanup(md);
     uct_syncmem_cuda_cleanup(md);
+    uct_syncmem_port_events_cleanup(md);
     ibv_dealloc_pd(md->pd);
     ibv_close_device(md->ctx);
     ucs_free(md);
@@ -519,11 +520,18 @@ static ucs_status_t uct_syncmem_md_open(uct_component_t *component,
         goto err_cuda_cleanup;
     }
 
+    status = uct_syncmem_port_events_init(md);
+    if (status != UCS_OK) {
+        goto err_rcache_cleanup;
+    }
+
     ucs_debug("syncmem: opened md %s (%u ports, fw %s)", md_name,
               md->dev_attr.phys_port_cnt, md->dev_attr.fw_ver);
     *md_p = &md->super;
     return UCS_OK;
 
+err_rcache_cleanup:
+    uct_syncmem_rcache_cleanup(md);
 err_cuda_cleanup:
     uct_syncmem_cuda_cleanup(md);
 err_dealloc_pd:

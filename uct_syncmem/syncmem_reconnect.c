@@ -35,14 +35,14 @@
  * test_reconnect.cc drives every transition). ep->rc.state counts while the
  * endpoint is RECONNECTING; IDLE otherwise.
  *
- *   state \ event  ERROR    STALL     DRAINED     REP         TIMER      CONNECT_FAILED
- *   IDLE           START    QP_ERROR  -           -           -          -
+ *   state \ event  ERROR    STALL     DRAINED     REP         TIMER  CONNECT_FAILED  PORT_DOWN  PORT_UP
+ *   IDLE           START    QP_ERROR  -           -           -      -               QP_ERROR   -
  *                  ->BOTH
- *   WAIT_BOTH      -        -         ->WAIT_REP  ->WAIT_DRAIN  (a)      -
- *   WAIT_REP       -        -         -           FINISH      (a)        RESTART
- *                                                 ->IDLE                 ->WAIT_REP
- *   WAIT_DRAIN     -        -         FINISH      -           (b)        RESTART
- *                                     ->IDLE                             ->WAIT_REP
+ *   WAIT_BOTH      -        -         ->WAIT_REP  ->WAIT_DRAIN  (a)  -               -          SEND_REQ
+ *   WAIT_REP       -        -         -           FINISH      (a)    RESTART         -          SEND_REQ
+ *                                                 ->IDLE             ->WAIT_REP
+ *   WAIT_DRAIN     -        -         FINISH      -           (b)    RESTART         -          -
+ *                                     ->IDLE                         ->WAIT_REP
  *
  *   (a) before the deadline: SEND_REQ if CM_TIMEOUT passed since the last.
  *       After it: SEND_REQ once more if none went out since deadline -
@@ -64,6 +64,10 @@
  *   CONNECT_FAILED  connecting or resuming after the REP failed (the link
  *             went down again under the handshake): a new generation, on a
  *             new QP, until the deadline
+ *   PORT_DOWN the device said the port went down, and requests are
+ *             outstanding (syncmem_port.c): to error now, as for STALL but
+ *             resumable
+ *   PORT_UP   the device said the port is back: ask now
  *   FINISH    connect the spare (or resume the old QP), post again, CONNECTED
  *   FAIL      fail the endpoint (outside the async lock: it calls the user)
  */
@@ -84,8 +88,9 @@ uct_syncmem_rc_action_t uct_syncmem_rc_next(uint8_t *state,
             *state = UCT_SYNCMEM_RC_WAIT_BOTH;
             return UCT_SYNCMEM_RC_ACT_START;
         }
-        return (event == UCT_SYNCMEM_RC_EV_STALL) ? UCT_SYNCMEM_RC_ACT_QP_ERROR :
-                                                    UCT_SYNCMEM_RC_ACT_NONE;
+        return ((event == UCT_SYNCMEM_RC_EV_STALL) ||
+                (event == UCT_SYNCMEM_RC_EV_PORT_DOWN)) ?
+               UCT_SYNCMEM_RC_ACT_QP_ERROR : UCT_SYNCMEM_RC_ACT_NONE;
     case UCT_SYNCMEM_RC_WAIT_BOTH:
     case UCT_SYNCMEM_RC_WAIT_REP:
         if ((event == UCT_SYNCMEM_RC_EV_DRAINED) &&
@@ -111,6 +116,8 @@ uct_syncmem_rc_action_t uct_syncmem_rc_next(uint8_t *state,
         } else if ((event == UCT_SYNCMEM_RC_EV_CONNECT_FAILED) &&
                    (*state == UCT_SYNCMEM_RC_WAIT_REP)) {
             return UCT_SYNCMEM_RC_ACT_RESTART;
+        } else if (event == UCT_SYNCMEM_RC_EV_PORT_UP) {
+            return UCT_SYNCMEM_RC_ACT_SEND_REQ;
         }
         return UCT_SYNCMEM_RC_ACT_NONE;
     case UCT_SYNCMEM_RC_WAIT_DRAIN:
@@ -354,9 +361,10 @@ ucs_status_t uct_syncmem_ep_rc_event(uct_syncmem_ep_t *ep,
         memset(&attr, 0, sizeof(attr));
         attr.qp_state = IBV_QPS_ERR;
         if (ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE)) {
-            /* tried again after the next stall time; OP_TIMEOUT holds */
-            ucs_error("syncmem: ep %p: cannot move stalled QP 0x%x to the"
-                      " error state: %m", ep, ep->qp->qp_num);
+            /* a stall: tried again after the next stall time; OP_TIMEOUT
+             * holds */
+            ucs_error("syncmem: ep %p: cannot move QP 0x%x to the error"
+                      " state: %m", ep, ep->qp->qp_num);
         }
         break;
     case UCT_SYNCMEM_RC_ACT_SEND_REQ:

@@ -30,7 +30,8 @@ std::string name(const step &s)
     static const char *states[] = { "IDLE", "WAIT_BOTH", "WAIT_REP",
                                     "WAIT_DRAIN" };
     static const char *events[] = { "ERROR", "STALL", "DRAINED", "REP",
-                                    "TIMER", "CONNECT_FAILED" };
+                                    "TIMER", "CONNECT_FAILED", "PORT_DOWN",
+                                    "PORT_UP" };
     return std::string(states[s.state]) + " + " + events[s.event] +
            " (timer " + std::to_string(s.timer.retry_due) +
            std::to_string(s.timer.past_deadline) +
@@ -55,8 +56,10 @@ TEST(reconnect_fsm, idle)
 {
     expect({ S(IDLE), E(ERROR), quiet, A(START), S(WAIT_BOTH) });
     expect({ S(IDLE), E(STALL), quiet, A(QP_ERROR), S(IDLE) });
+    expect({ S(IDLE), E(PORT_DOWN), quiet, A(QP_ERROR), S(IDLE) });
     // nothing else moves a working endpoint: stray flushes, late REPs
-    for (auto ev : { E(DRAINED), E(REP), E(TIMER), E(CONNECT_FAILED) }) {
+    for (auto ev : { E(DRAINED), E(REP), E(TIMER), E(CONNECT_FAILED),
+                     E(PORT_UP) }) {
         for (auto t : { quiet, due, late, gaveup }) {
             expect({ S(IDLE), ev, t, A(NONE), S(IDLE) });
         }
@@ -72,6 +75,9 @@ TEST(reconnect_fsm, waiting_for_both)
     expect({ S(WAIT_BOTH), E(STALL), quiet, A(NONE), S(WAIT_BOTH) });
     // nothing was connected yet that could fail
     expect({ S(WAIT_BOTH), E(CONNECT_FAILED), quiet, A(NONE), S(WAIT_BOTH) });
+    // the port: down again changes nothing, back up asks now
+    expect({ S(WAIT_BOTH), E(PORT_DOWN), quiet, A(NONE), S(WAIT_BOTH) });
+    expect({ S(WAIT_BOTH), E(PORT_UP), quiet, A(SEND_REQ), S(WAIT_BOTH) });
 }
 
 // (a) of the table, the same without the REP whether drained or not
@@ -98,6 +104,8 @@ TEST(reconnect_fsm, waiting_for_the_rep)
     // connecting after the REP failed: a new generation
     expect({ S(WAIT_REP), E(CONNECT_FAILED), quiet, A(RESTART), S(WAIT_REP) });
     expect({ S(WAIT_REP), E(CONNECT_FAILED), late, A(RESTART), S(WAIT_REP) });
+    expect({ S(WAIT_REP), E(PORT_DOWN), quiet, A(NONE), S(WAIT_REP) });
+    expect({ S(WAIT_REP), E(PORT_UP), quiet, A(SEND_REQ), S(WAIT_REP) });
 }
 
 // (b) of the table
@@ -112,6 +120,9 @@ TEST(reconnect_fsm, waiting_for_the_drain)
     expect({ S(WAIT_DRAIN), E(TIMER), late, A(FAIL), S(WAIT_DRAIN) });
     expect({ S(WAIT_DRAIN), E(CONNECT_FAILED), quiet, A(RESTART),
              S(WAIT_REP) });
+    // answered already: the port's news changes nothing
+    expect({ S(WAIT_DRAIN), E(PORT_DOWN), quiet, A(NONE), S(WAIT_DRAIN) });
+    expect({ S(WAIT_DRAIN), E(PORT_UP), quiet, A(NONE), S(WAIT_DRAIN) });
 }
 
 // The paths of a whole reconnect, in both orders of REP and drain, with a
