@@ -1,6 +1,6 @@
 /*
  * Receiving active messages (uct_syncmem_rx_handle, syncmem_am.c, and the
- * replay filter of syncmem_fault.c): any completion a peer's QP can cause,
+ * replay filter of syncmem_am.c): any completion a peer's QP can cause,
  * with any immediate data (AM id, flags, request number) and any payload,
  * interleaved with reconnects that tell the receive path which QP replaced
  * which. Nothing may reach a handler with an id UCT has no slot for, a

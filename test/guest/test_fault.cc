@@ -1,4 +1,4 @@
-// Fault recovery on one host (syncmem_fault.c): flush with cancel in every
+// Fault recovery on one host (syncmem_reconnect.c, syncmem_replay.c): flush with cancel in every
 // state, reconnect after a QP error, operation deadlines. Across a wire
 // (packet loss, a dead link) see test_wire.cc.
 #include "syncmem_rma_test.h"
