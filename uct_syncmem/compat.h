@@ -11,15 +11,17 @@
  * Tested: 1.13 (Debian 12), 1.18 (Debian 13), 1.22 (upstream). The release
  * each change appeared in was read from UCX's release tags:
  *   1.14  md ops: query fills uct_md_attr_v2_t, mem_reg takes params,
- *         mem_attach replaces is_sockaddr_accessible; ucs_mpool_init takes
- *         ucs_mpool_params_t; iface mpool config has chunk size and growth
+ *         mem_attach (is_sockaddr_accessible stays until 1.16);
+ *         ucs_mpool_init takes ucs_mpool_params_t; iface mpool config has
+ *         chunk size and growth
  *   1.15  internal ops: each transport has its own table; config parser
  *         takes the table's registry entry;
  *         iface_is_reachable_v2 (UCP asks it, with a reason string)
  *   1.16  mkey_pack gets the address and length of the region; internal
- *         ops: ep_is_connected
- *   1.17  rcache configuration is UCS's (ucs_rcache_config_t); alignment is
- *         per ucs_rcache_get() call; ucs_align_*_pow2 in ucs/sys/ptr_arith.h
+ *         ops: ep_is_connected; md ops lose is_sockaddr_accessible; rcache
+ *         configuration is UCS's (ucs_rcache_config_t)
+ *   1.17  rcache alignment is per ucs_rcache_get() call; ucs_align_*_pow2
+ *         in ucs/sys/ptr_arith.h
  *   1.18  rcache ops: merge (always called); iface flag INTER_NODE
  *   1.19  rkey_unpack takes params; the rcache config loses alignment
  *   1.20  internal ops: iface_query_v2, iface_mem_element_pack,
@@ -65,11 +67,30 @@ typedef uct_md_attr_t uct_syncmem_md_attr_t;
 #  define UCT_SYNCMEM_MD_ATTR_CAP(_attr)   (&(_attr)->cap)
 #endif
 #if UCT_SYNCMEM_UCX_SINCE(1, 17)
-/* the defaults of what we do not set (reg_alignment, gva_mem_types, ...) */
+/* the defaults of what a later release adds and we do not know of yet */
 #  define UCT_SYNCMEM_MD_ATTR_INIT(_attr)  uct_md_base_md_query(_attr)
 #else
 #  define UCT_SYNCMEM_MD_ATTR_INIT(_attr)  do {} while (0)
 #endif
+
+/*
+ * The fields of uct_md_attr_v2_t beyond the v1 capabilities, by the release
+ * that added them; UCP reads every one (uct_syncmem_md_query answers them).
+ *   1.14  cache_mem_types, dmabuf_mem_types, exported_mkey_packed_size,
+ *         global_id
+ *   1.15  reg_nonblock_mem_types
+ *   1.16  reg_alignment
+ *   1.18  gva_mem_types
+ *   1.22  required_mem_flags
+ */
+#define UCT_SYNCMEM_HAVE_MD_ATTR_V2            UCT_SYNCMEM_UCX_SINCE(1, 14)
+#define UCT_SYNCMEM_HAVE_MD_REG_NONBLOCK       UCT_SYNCMEM_UCX_SINCE(1, 15)
+#define UCT_SYNCMEM_HAVE_MD_REG_ALIGNMENT      UCT_SYNCMEM_UCX_SINCE(1, 16)
+#define UCT_SYNCMEM_HAVE_MD_GVA                UCT_SYNCMEM_UCX_SINCE(1, 18)
+#define UCT_SYNCMEM_HAVE_MD_REQUIRED_MEM_FLAGS UCT_SYNCMEM_UCX_SINCE(1, 22)
+
+/* md ops .query; not static so that the host unit test can ask it */
+ucs_status_t uct_syncmem_md_query(uct_md_h tl_md, uct_syncmem_md_attr_t *attr);
 
 /* mem_reg's flags argument became a params struct */
 #if UCT_SYNCMEM_UCX_SINCE(1, 14)
@@ -94,16 +115,25 @@ typedef uct_md_attr_t uct_syncmem_md_attr_t;
 #  define UCT_SYNCMEM_RKEY_UNPACK_PARAMS_ARG
 #endif
 
-/* Operations we do not offer, named in the md ops table of each release */
+/* Operations we do not offer, named in the md ops table of each release
+ * (1.14 and 1.15 have both: uct_md_is_sockaddr_accessible() calls the op) */
 #if UCT_SYNCMEM_UCX_SINCE(1, 14)
-#  define UCT_SYNCMEM_MD_OPS_COMPAT_FIELDS \
+#  define UCT_SYNCMEM_MD_OPS_ATTACH_FIELDS \
     .mem_attach = (uct_md_mem_attach_func_t) \
             ucs_empty_function_return_unsupported,
 #else
-#  define UCT_SYNCMEM_MD_OPS_COMPAT_FIELDS \
+#  define UCT_SYNCMEM_MD_OPS_ATTACH_FIELDS
+#endif
+#if !UCT_SYNCMEM_UCX_SINCE(1, 16)
+#  define UCT_SYNCMEM_MD_OPS_SOCKADDR_FIELDS \
     .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t) \
             ucs_empty_function_return_zero,
+#else
+#  define UCT_SYNCMEM_MD_OPS_SOCKADDR_FIELDS
 #endif
+#define UCT_SYNCMEM_MD_OPS_COMPAT_FIELDS \
+    UCT_SYNCMEM_MD_OPS_ATTACH_FIELDS \
+    UCT_SYNCMEM_MD_OPS_SOCKADDR_FIELDS
 #if UCT_SYNCMEM_UCX_SINCE(1, 21)
 #  define UCT_SYNCMEM_MD_OPS_ELEM_FIELDS \
     .mem_elem_pack = (uct_md_mem_elem_pack_func_t) \
@@ -119,7 +149,7 @@ typedef uct_md_attr_t uct_syncmem_md_attr_t;
 
 /* --- registration cache -------------------------------------------------- */
 
-#if UCT_SYNCMEM_UCX_SINCE(1, 17)
+#if UCT_SYNCMEM_UCX_SINCE(1, 16)
 typedef ucs_rcache_config_t uct_syncmem_rcache_config_t;
 #  define UCT_SYNCMEM_RCACHE_CONFIG_TABLE ucs_config_rcache_table
 #  define uct_syncmem_rcache_set_params   ucs_rcache_set_params
@@ -127,15 +157,18 @@ typedef ucs_rcache_config_t uct_syncmem_rcache_config_t;
 #  define UCT_SYNCMEM_RCACHE_OVERHEAD(_config) \
     (((_config)->overhead == UCS_TIME_AUTO) ? 180e-9 : \
      ucs_time_to_sec((_config)->overhead))
-/* the region alignment went from the cache to each lookup (pages: our
- * own UCX_SYNCMEM_REG_ALIGN widens registrations, see syncmem_rcache.c) */
-#  define UCT_SYNCMEM_RCACHE_SET_ALIGN(_params, _config, _max)
-#  define UCT_SYNCMEM_RCACHE_GET_ALIGN(_align)  (_align),
 #else
 typedef uct_md_rcache_config_t uct_syncmem_rcache_config_t;
 #  define UCT_SYNCMEM_RCACHE_CONFIG_TABLE uct_md_config_rcache_table
 #  define uct_syncmem_rcache_set_params   uct_md_set_rcache_params
 #  define UCT_SYNCMEM_RCACHE_OVERHEAD(_config) uct_md_rcache_overhead(_config)
+#endif
+#if UCT_SYNCMEM_UCX_SINCE(1, 17)
+/* the region alignment went from the cache to each lookup (pages: our
+ * own UCX_SYNCMEM_REG_ALIGN widens registrations, see syncmem_rcache.c) */
+#  define UCT_SYNCMEM_RCACHE_SET_ALIGN(_params, _config, _max)
+#  define UCT_SYNCMEM_RCACHE_GET_ALIGN(_align)  (_align),
+#else
 #  define UCT_SYNCMEM_RCACHE_SET_ALIGN(_params, _config, _max) \
     (_params)->alignment     = (_config)->alignment; \
     (_params)->max_alignment = (_max);

@@ -128,13 +128,24 @@ static void uct_syncmem_md_close(uct_md_h tl_md)
     ucs_free(md);
 }
 
-static ucs_status_t uct_syncmem_md_query(uct_md_h tl_md,
-                                         uct_syncmem_md_attr_t *attr)
+/*
+ * What UCP reads of the MD, answered field by field as UCX's own ib md
+ * (src/uct/ib/base/ib_md.c) answers it for the same capability; a comment
+ * says where we differ and why. compat.h says which release has which field.
+ */
+ucs_status_t uct_syncmem_md_query(uct_md_h tl_md, uct_syncmem_md_attr_t *attr)
 {
     uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
     typeof(*UCT_SYNCMEM_MD_ATTR_CAP(attr)) *cap = UCT_SYNCMEM_MD_ATTR_CAP(attr);
+#if UCT_SYNCMEM_HAVE_MD_ATTR_V2
+    const char *component = md->super.component->name;
+    size_t component_len  = strlen(component);
+    uint64_t guid         = md->dev_attr.sys_image_guid;
+#endif
 
     UCT_SYNCMEM_MD_ATTR_INIT(attr);
+    /* no ADVISE (ib: on-demand paging), no REG_DMABUF: UCP's dma-buf fds go
+     * to mem_reg, which takes none (CUDA's are ours: syncmem_cuda.c) */
     cap->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
                             UCT_MD_FLAG_NEED_RKEY;
     cap->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
@@ -143,16 +154,55 @@ static ucs_status_t uct_syncmem_md_query(uct_md_h tl_md,
     /* what the CPU can touch: short and bcopy only ever see host memory */
     cap->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     if (md->cuda != NULL) {
+        /* ib detects nothing; we tell CUDA memory by its driver, to
+         * register it ourselves */
         cap->detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
         if (uct_syncmem_cuda_can_reg(md)) {
             cap->reg_mem_types |= UCS_BIT(UCS_MEMORY_TYPE_CUDA);
         }
     }
-    cap->max_alloc        = 0;
+    cap->max_alloc        = 0;  /* ib: ULONG_MAX, but we allocate nothing */
+    /* ib: ULONG_MAX ("TODO query device"); we did query it */
     cap->max_reg          = md->dev_attr.max_mr_size;
     attr->rkey_packed_size = sizeof(uct_syncmem_packed_rkey_t);
     attr->reg_cost         = md->reg_cost;
+    /* ib: the device's NUMA node; verbs does not tell us, sysfs would */
     memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
+
+#if UCT_SYNCMEM_HAVE_MD_ATTR_V2
+    /* UCP may keep any registration of ours in its own cache, as ib's: its
+     * zero-copy paths assert every registering MD is cacheable (1.22) */
+    attr->cache_mem_types           = UCS_MASK(UCS_MEMORY_TYPE_LAST);
+    /* we take dma-bufs (CUDA), we hand out none: that is cuda_copy's part */
+    attr->dmabuf_mem_types          = 0;
+    /* no UCT_MD_FLAG_EXPORTED_MKEY (ib: mlx5 DevX only) */
+    attr->exported_mkey_packed_size = 0;
+    /* the same device seen by two processes: component name and system
+     * image GUID, as ib's (UCP matches exported keys by it) */
+    memset(attr->global_id, 0, sizeof(attr->global_id));
+    UCS_STATIC_ASSERT(sizeof(guid) <=
+                      (UCT_MD_GLOBAL_ID_MAX - UCT_COMPONENT_NAME_MAX));
+    memcpy(attr->global_id, component, component_len);
+    memcpy(UCS_PTR_BYTE_OFFSET(attr->global_id, component_len), &guid,
+           sizeof(guid));
+#endif
+#if UCT_SYNCMEM_HAVE_MD_REG_NONBLOCK
+    /* ib: its on-demand-paging types; we pin at registration */
+    attr->reg_nonblock_mem_types    = 0;
+#endif
+#if UCT_SYNCMEM_HAVE_MD_REG_ALIGNMENT
+    /* ibv_reg_mr takes any range (our cache widens its own: REG_ALIGN) */
+    attr->reg_alignment             = 1;
+#endif
+#if UCT_SYNCMEM_HAVE_MD_GVA
+    /* ib: mlx5's one key for the whole address space; verbs has none */
+    attr->gva_mem_types             = 0;
+#endif
+#if UCT_SYNCMEM_HAVE_MD_REQUIRED_MEM_FLAGS
+    /* as ib: memory UCP knows cannot be registered (e.g. CUDA VMM without
+     * RDMA support) is not offered to mem_reg */
+    attr->required_mem_flags        = UCS_MEM_FLAG_REGISTRABLE;
+#endif
     return UCS_OK;
 }
 

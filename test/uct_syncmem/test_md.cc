@@ -3,7 +3,12 @@
 
 #include "test/syncmem_run.h"
 
+extern "C" {
+#include <uct_syncmem/syncmem.h>
+}
+
 #include <infiniband/verbs.h>
+#include <cstring>
 
 // Without an RDMA device the user is told what to do, once; with one, the
 // message must not appear.
@@ -28,4 +33,108 @@ TEST(md, no_rdma_device_message)
     } else {
         EXPECT_EQ(std::string::npos, pos) << out;
     }
+}
+
+// What the MD answers to UCP, field by field, for the release being built
+// against (keyed as compat.h keys it). The query needs no device: it reads
+// what md_open found, which a test can set. Every field starts poisoned, so
+// a field the query leaves alone (1.14-1.16 have no base defaults) shows.
+namespace {
+
+class md_attr : public ::testing::Test {
+protected:
+    static constexpr uint64_t guid = 0x0123456789abcdefull;
+    static constexpr uint64_t max_mr_size = 1ull << 40;
+
+    void SetUp() override {
+        memset(&m_md, 0, sizeof(m_md));
+        m_md.super.component     = &uct_syncmem_component;
+        m_md.dev_attr.max_mr_size = max_mr_size;
+        m_md.dev_attr.sys_image_guid = guid;
+        m_md.reg_cost            = ucs_linear_func_make(16e-6, 0.06e-9);
+    }
+
+    uct_syncmem_md_attr_t query() {
+        uct_syncmem_md_attr_t attr;
+        memset(&attr, 0xa5, sizeof(attr));
+        EXPECT_EQ(UCS_OK, uct_syncmem_md_query(&m_md.super, &attr));
+        return attr;
+    }
+
+    uct_syncmem_md_t m_md;
+};
+
+constexpr uint64_t md_attr::guid;
+constexpr uint64_t md_attr::max_mr_size;
+
+} // namespace
+
+TEST_F(md_attr, host_only)
+{
+    uct_syncmem_md_attr_t attr = query();
+    auto *cap = UCT_SYNCMEM_MD_ATTR_CAP(&attr);
+
+    EXPECT_EQ(uint64_t(UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
+                       UCT_MD_FLAG_NEED_RKEY), uint64_t(cap->flags));
+    EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_HOST), cap->reg_mem_types);
+    EXPECT_EQ(0u, cap->alloc_mem_types);
+    EXPECT_EQ(0u, cap->detect_mem_types);
+    EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_HOST), cap->access_mem_types);
+    EXPECT_EQ(0u, cap->max_alloc);
+    EXPECT_EQ(max_mr_size, cap->max_reg);
+    EXPECT_EQ(sizeof(uct_syncmem_packed_rkey_t), attr.rkey_packed_size);
+    EXPECT_EQ(m_md.reg_cost.c, attr.reg_cost.c);
+    EXPECT_EQ(m_md.reg_cost.m, attr.reg_cost.m);
+    for (size_t i = 0; i < sizeof(attr.local_cpus); ++i) {
+        ASSERT_EQ(0xff, ((const uint8_t*)&attr.local_cpus)[i]) << i;
+    }
+
+#if UCT_SYNCMEM_UCX_SINCE(1, 14)
+    // UCP's registration cache may keep what we register (1.22 asserts it)
+    EXPECT_EQ(UCS_MASK(UCS_MEMORY_TYPE_LAST), attr.cache_mem_types);
+    EXPECT_EQ(0u, attr.dmabuf_mem_types);
+    EXPECT_EQ(0u, attr.exported_mkey_packed_size);
+
+    char global_id[UCT_MD_GLOBAL_ID_MAX] = {};
+    uint64_t id_guid = guid;
+    memcpy(global_id, UCT_SYNCMEM_NAME, strlen(UCT_SYNCMEM_NAME));
+    memcpy(global_id + strlen(UCT_SYNCMEM_NAME), &id_guid, sizeof(id_guid));
+    EXPECT_EQ(0, memcmp(global_id, attr.global_id, sizeof(global_id)));
+#endif
+#if UCT_SYNCMEM_UCX_SINCE(1, 15)
+    EXPECT_EQ(0u, attr.reg_nonblock_mem_types);
+#endif
+#if UCT_SYNCMEM_UCX_SINCE(1, 16)
+    EXPECT_EQ(1u, attr.reg_alignment);
+#endif
+#if UCT_SYNCMEM_UCX_SINCE(1, 18)
+    EXPECT_EQ(0u, attr.gva_mem_types);
+#endif
+#if UCT_SYNCMEM_UCX_SINCE(1, 22)
+    EXPECT_EQ(int(UCS_MEM_FLAG_REGISTRABLE), int(attr.required_mem_flags));
+#endif
+}
+
+// With a CUDA driver and a peer-memory module, CUDA memory is detected and
+// registered, and (1.14+) UCP may cache it too: every type registered must
+// be cacheable, or UCP 1.22's zero-copy paths abort on an assertion.
+TEST_F(md_attr, cuda)
+{
+    m_md.cuda    = (uct_syncmem_cuda_cache_t*)&m_md;  // only tested for NULL
+    m_md.peermem = 1;
+
+    uct_syncmem_md_attr_t attr = query();
+    auto *cap = UCT_SYNCMEM_MD_ATTR_CAP(&attr);
+
+    EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_HOST) | UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+              cap->reg_mem_types);
+    EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_CUDA), cap->detect_mem_types);
+    EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_HOST), cap->access_mem_types);
+#if UCT_SYNCMEM_UCX_SINCE(1, 14)
+    EXPECT_EQ(cap->reg_mem_types, attr.cache_mem_types & cap->reg_mem_types);
+    EXPECT_EQ(0u, attr.dmabuf_mem_types);
+#endif
+#if UCT_SYNCMEM_UCX_SINCE(1, 15)
+    EXPECT_EQ(0u, attr.reg_nonblock_mem_types);
+#endif
 }
