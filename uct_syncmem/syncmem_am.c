@@ -152,12 +152,53 @@ void uct_syncmem_rx_links_apply(uct_syncmem_iface_t *iface)
 
 /* A message on a QP that replaced another: already delivered through the
  * old one? The old QP's messages all came first (one CQ, in order). */
+/*
+ * The last request number delivered through old QP qpn, for the QP that
+ * replaced it: its own; or, if none came through it, what the QP it had
+ * replaced delivered (a QP replaced again before any message reached it:
+ * two reconnects onto new QPs at the same request), and so on down the
+ * chain. Takes the entries: qpn is gone. 0: nothing came through any.
+ */
+static int uct_syncmem_rx_last_delivered(uct_syncmem_iface_t *iface,
+                                         uint32_t qpn, uint16_t *sn_p)
+{
+    khiter_t it;
+    uint64_t value;
+    unsigned hops;
+
+    for (hops = 0; hops < 64; ++hops) {
+        it = kh_get(uct_syncmem_qp_sn, &iface->rx.last_sn, qpn);
+        if (it != kh_end(&iface->rx.last_sn)) {
+            *sn_p = kh_value(&iface->rx.last_sn, it);
+            kh_del(uct_syncmem_qp_sn, &iface->rx.last_sn, it);
+            return 1;
+        }
+        it = kh_get(uct_syncmem_qp_link, &iface->rx.replaced, qpn);
+        if (it == kh_end(&iface->rx.replaced)) {
+            return 0;
+        }
+        value = kh_value(&iface->rx.replaced, it);
+        kh_del(uct_syncmem_qp_link, &iface->rx.replaced, it);
+        if (!(value & UCT_SYNCMEM_RX_UNRESOLVED)) {
+            *sn_p = value; /* it had resolved, and delivered nothing new */
+            return 1;
+        }
+        qpn = (uint32_t)value;
+    }
+    ucs_warn("syncmem: QP 0x%x: more than %u QPs replaced in a row without a"
+             " message; active messages sent again may be delivered twice",
+             qpn, hops);
+    return 0;
+}
+
+/* A message on a QP that replaced another: already delivered through the
+ * old one? The old QP's messages all came first (one CQ, in order). */
 int uct_syncmem_rx_is_replayed(uct_syncmem_iface_t *iface, uint32_t qpn,
                                uint16_t sn)
 {
     khiter_t it = kh_get(uct_syncmem_qp_link, &iface->rx.replaced, qpn);
-    khiter_t old;
     uint64_t value;
+    uint16_t last;
 
     if (it == kh_end(&iface->rx.replaced)) {
         return 0;
@@ -165,14 +206,12 @@ int uct_syncmem_rx_is_replayed(uct_syncmem_iface_t *iface, uint32_t qpn,
 
     value = kh_value(&iface->rx.replaced, it);
     if (value & UCT_SYNCMEM_RX_UNRESOLVED) {
-        old = kh_get(uct_syncmem_qp_sn, &iface->rx.last_sn, (uint32_t)value);
-        if (old == kh_end(&iface->rx.last_sn)) {
-            /* no message ever came through the old QP */
+        if (!uct_syncmem_rx_last_delivered(iface, (uint32_t)value, &last)) {
+            /* no message ever came through the old QPs */
             kh_del(uct_syncmem_qp_link, &iface->rx.replaced, it);
             return 0;
         }
-        value = kh_value(&iface->rx.last_sn, old);
-        kh_del(uct_syncmem_qp_sn, &iface->rx.last_sn, old);
+        value                             = last;
         kh_value(&iface->rx.replaced, it) = value;
     }
 
