@@ -8,8 +8,9 @@
  * release lives here, keyed on UCT_API from <uct/api/version.h>; the code
  * elsewhere uses these names and never tests a version itself.
  *
- * Tested: 1.13 (Debian 12), 1.18 (Debian 13), 1.22 (upstream). The release
- * each change appeared in was read from UCX's release tags:
+ * Tested: 1.13 (Debian 12), 1.18 (Debian 13), 1.16 and 1.22 (upstream, with
+ * assertions); the others compile-checked. The release each change
+ * appeared in was read from UCX's release tags:
  *   1.14  md ops: query fills uct_md_attr_v2_t, mem_reg takes params,
  *         mem_attach (is_sockaddr_accessible stays until 1.16);
  *         ucs_mpool_init takes ucs_mpool_params_t; iface mpool config has
