@@ -526,6 +526,12 @@ void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep);
 /* For tests: connections this iface accepted and still holds */
 unsigned uct_syncmem_iface_num_passive(uct_iface_h iface);
 unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface);
+/* syncmem_ep.c: a walk over the endpoints that may fail some */
+typedef uct_syncmem_ep_t *(*uct_syncmem_eps_check_t)(uct_syncmem_iface_t *iface,
+                                                    ucs_status_t *status_p,
+                                                    unsigned *count_p);
+unsigned uct_syncmem_iface_eps_progress(uct_syncmem_iface_t *iface,
+                                        uct_syncmem_eps_check_t check);
 
 enum {
     UCT_SYNCMEM_DIR_TX,

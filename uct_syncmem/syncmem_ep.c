@@ -249,7 +249,11 @@ static uct_syncmem_ep_t *uct_syncmem_ep_connect_check(uct_syncmem_iface_t *iface
     return NULL;
 }
 
-unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface)
+/* Runs check over the endpoints with the async lock held, again after
+ * each endpoint it returns to fail, which is failed outside the lock (the
+ * user's error handler runs then). Returns the work done. */
+unsigned uct_syncmem_iface_eps_progress(uct_syncmem_iface_t *iface,
+                                        uct_syncmem_eps_check_t check)
 {
     ucs_async_context_t *async = iface->super.worker->async;
     unsigned count             = 0;
@@ -258,7 +262,7 @@ unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface)
 
     do {
         UCS_ASYNC_BLOCK(async);
-        failed = uct_syncmem_ep_connect_check(iface, &status, &count);
+        failed = check(iface, &status, &count);
         UCS_ASYNC_UNBLOCK(async);
         if (failed != NULL) {
             uct_syncmem_ep_set_failed(failed, status);
@@ -267,6 +271,11 @@ unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface)
     } while (failed != NULL);
 
     return count;
+}
+
+unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface)
+{
+    return uct_syncmem_iface_eps_progress(iface, uct_syncmem_ep_connect_check);
 }
 
 static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)

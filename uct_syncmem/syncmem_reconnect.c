@@ -451,49 +451,39 @@ void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
     }
 }
 
-/*
- * Progress of the reconnecting endpoints: the REP the async handler noted,
- * and the timer. Failing one calls the user's error handler, outside the
- * async lock.
- */
+/* Progress of the reconnecting endpoints, async lock held: the REP the
+ * async handler noted, and the timer. Returns one to fail, if any. */
+static uct_syncmem_ep_t *uct_syncmem_rc_check(uct_syncmem_iface_t *iface,
+                                              ucs_status_t *status_p,
+                                              unsigned *count_p)
+{
+    uct_syncmem_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (ep->state != UCT_SYNCMEM_EP_RECONNECTING) {
+            continue;
+        }
+        *status_p = UCS_OK;
+        if (ep->cm.replied) {
+            *status_p = uct_syncmem_ep_rc_event(ep, UCT_SYNCMEM_RC_EV_REP,
+                                                NULL);
+        }
+        if ((*status_p == UCS_OK) &&
+            (ep->state == UCT_SYNCMEM_EP_RECONNECTING)) {
+            *status_p = uct_syncmem_ep_rc_event(ep, UCT_SYNCMEM_RC_EV_TIMER,
+                                                NULL);
+        }
+        if (*status_p != UCS_OK) {
+            return ep;
+        }
+        *count_p += (ep->state == UCT_SYNCMEM_EP_CONNECTED);
+    }
+    return NULL;
+}
+
 unsigned uct_syncmem_iface_reconnect_progress(uct_syncmem_iface_t *iface)
 {
-    ucs_async_context_t *async = iface->super.worker->async;
-    unsigned count             = 0;
-    uct_syncmem_ep_t *ep, *failed;
-    ucs_status_t status;
-
-    do {
-        failed = NULL;
-        UCS_ASYNC_BLOCK(async);
-        ucs_list_for_each(ep, &iface->eps, list) {
-            if (ep->state != UCT_SYNCMEM_EP_RECONNECTING) {
-                continue;
-            }
-            status = UCS_OK;
-            if (ep->cm.replied) {
-                status = uct_syncmem_ep_rc_event(ep, UCT_SYNCMEM_RC_EV_REP,
-                                                 NULL);
-            }
-            if ((status == UCS_OK) &&
-                (ep->state == UCT_SYNCMEM_EP_RECONNECTING)) {
-                status = uct_syncmem_ep_rc_event(ep, UCT_SYNCMEM_RC_EV_TIMER,
-                                                 NULL);
-            }
-            if (status != UCS_OK) {
-                failed = ep;
-                break;
-            }
-            count += (ep->state == UCT_SYNCMEM_EP_CONNECTED);
-        }
-        UCS_ASYNC_UNBLOCK(async);
-        if (failed != NULL) {
-            uct_syncmem_ep_set_failed(failed, status);
-            ++count;
-        }
-    } while (failed != NULL);
-
-    return count;
+    return uct_syncmem_iface_eps_progress(iface, uct_syncmem_rc_check);
 }
 
 unsigned uct_syncmem_ep_reconnects(uct_ep_h tl_ep)
