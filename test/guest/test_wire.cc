@@ -117,6 +117,19 @@ protected:
     uct_md_h                                           m_md1 = nullptr;
     std::vector<std::pair<uct_mem_h, uct_rkey_bundle_t>> m_regs;
 
+    // The ifaces of a test that breaks the wire: ours, whose RC gives up
+    // in about 30 ms and whose handshake retries every cm_timeout, and the
+    // peer's on the other end.
+    void open_pair(const char *deadline, uct_iface_h *a, uct_iface_h *b,
+                   const char *cm_timeout = "50ms") {
+        ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, a,
+                                     {{"RC_TIMEOUT", "10ms"},
+                                      {"RC_RETRY_COUNT", "2"},
+                                      {"CM_TIMEOUT", cm_timeout},
+                                      {"RECONNECT_TIMEOUT", deadline}}));
+        ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, b));
+    }
+
     // An endpoint (deadline: RECONNECT_TIMEOUT) whose link broke under a put
     // of v to mem[0] and its flush (comp), now reconnecting; NULL on error.
     uct_ep_h break_link(const char *deadline, std::vector<uint64_t> &mem,
@@ -125,12 +138,10 @@ protected:
                         const char *cm_timeout = "50ms") {
         uct_iface_h a, b;
         uct_ep_h ep;
-        EXPECT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
-                                     {{"RC_TIMEOUT", "10ms"},
-                                      {"RC_RETRY_COUNT", "2"},
-                                      {"CM_TIMEOUT", cm_timeout},
-                                      {"RECONNECT_TIMEOUT", deadline}}));
-        EXPECT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+        open_pair(deadline, &a, &b, cm_timeout);
+        if (HasFatalFailure()) {
+            return NULL;
+        }
         if (connect(a, b, &ep) != UCS_OK) {
             return NULL;
         }
@@ -212,11 +223,7 @@ TEST_F(syncmem_wire_test, connect_over_a_dead_wire_times_out)
 TEST_F(syncmem_wire_test, link_outage_shorter_than_the_deadline_loses_nothing)
 {
     uct_iface_h a, b;
-    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
-                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
-                                  {"CM_TIMEOUT", "50ms"},
-                                  {"RECONNECT_TIMEOUT", "20s"}}));
-    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    ASSERT_NO_FATAL_FAILURE(open_pair("20s", &a, &b));
     std::vector<uint64_t> seen;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(b, 5,
             [](void *arg, void *data, size_t, unsigned) {
@@ -284,11 +291,7 @@ TEST_F(syncmem_wire_test, link_outage_shorter_than_the_deadline_loses_nothing)
 TEST_F(syncmem_wire_test, link_outage_longer_than_the_deadline_fails_once)
 {
     uct_iface_h a, b;
-    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
-                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
-                                  {"CM_TIMEOUT", "50ms"},
-                                  {"RECONNECT_TIMEOUT", "300ms"}}));
-    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    ASSERT_NO_FATAL_FAILURE(open_pair("300ms", &a, &b));
     uct_ep_h ep;
     ASSERT_EQ(UCS_OK, connect(a, b, &ep));
     std::vector<uint64_t> mem(100, 0);
@@ -354,11 +357,7 @@ TEST_F(syncmem_wire_test, flush_cancel_while_reconnecting)
 TEST_F(syncmem_wire_test, netdev_down_and_up_loses_nothing)
 {
     uct_iface_h a, b;
-    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
-                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
-                                  {"CM_TIMEOUT", "50ms"},
-                                  {"RECONNECT_TIMEOUT", "30s"}}));
-    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    ASSERT_NO_FATAL_FAILURE(open_pair("30s", &a, &b));
     uct_ep_h ep;
     ASSERT_EQ(UCS_OK, connect(a, b, &ep));
     std::vector<uint64_t> mem(300, 0);
@@ -425,11 +424,7 @@ TEST_F(syncmem_wire_test, netdev_down_and_up_loses_nothing)
 TEST_F(syncmem_wire_test, reconnect_after_a_cut_read_reply_returns_the_data)
 {
     uct_iface_h a, b;
-    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
-                                 {{"RC_TIMEOUT", "10ms"}, {"RC_RETRY_COUNT", "2"},
-                                  {"CM_TIMEOUT", "50ms"},
-                                  {"RECONNECT_TIMEOUT", "20s"}}));
-    ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    ASSERT_NO_FATAL_FAILURE(open_pair("20s", &a, &b));
     uct_ep_h ep;
     ASSERT_EQ(UCS_OK, connect(a, b, &ep));
     std::vector<uint64_t> far(1024);  // 8 KiB: replies of several packets
