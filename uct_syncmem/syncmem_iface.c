@@ -595,7 +595,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
                                     UCS_SYS_CACHE_LINE_SIZE, 256,
                                     &uct_syncmem_op_mpool_ops, "syncmem_ops");
     if (status != UCS_OK) {
-        goto err_fault;
+        goto err_watchdog;
     }
 
     status = uct_iface_mpool_init(&self->super, &self->tx_mp,
@@ -632,7 +632,7 @@ err_tx_mp:
     ucs_mpool_cleanup(&self->tx_mp, 1);
 err_op_mp:
     ucs_mpool_cleanup(&self->op_mp, 1);
-err_fault:
+err_watchdog:
     uct_syncmem_watchdog_cleanup(self);
 err_rx:
     uct_syncmem_rx_cleanup(self);
