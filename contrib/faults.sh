@@ -25,12 +25,13 @@
 # Prints a table and writes bench-results/faults.csv:
 #   transport,scenario,ops_ok,ops_failed,lost,duplicated,corrupted,
 #   reconnects,hang,recovery_ms,ep_recreated
-# (README, "Faults", says what each column means; '-': not measured), and
-# every process's output under bench-results/faults/ (the flaps' times in
-# TRANSPORT-SCENARIO.faults).
+# (doc/benchmarks.md says what each column means; '-': not measured),
+# faults.notes (each row's verdict and note), faults.meta (date, guest
+# kernel, UCX, kind of run), and every process's output under
+# bench-results/faults/ (the flaps' times in TRANSPORT-SCENARIO.faults).
 #
 #   contrib/faults.sh [--quick] [--tls syncmem|rc_verbs|both] [--only REGEX]
-#                     [--soak N]
+#                     [--soak N] [--markdown FILE]...
 #
 #   --quick        a subset with short durations (< 5 min, for make check);
 #   --tls          which transports (default both; syncmem includes
@@ -40,7 +41,12 @@
 #   --soak N       only syncmem/flaps_N (the full run has flaps_200): its
 #                  note has the recovery per flap (median, p99, max; from
 #                  the link's return to the end of the stall around it)
-#                  and syncmem's reconnects, resumed vs onto a new QP.
+#                  and syncmem's reconnects, resumed vs onto a new QP;
+#   --markdown FILE  also write the table, with verdicts, date, kernel and
+#                  UCX, into FILE (contrib/tables.py): between its
+#                  '<!-- BEGIN generated: faults table -->' and
+#                  '<!-- END generated -->' lines if it has them, else the
+#                  whole file. It does not change the exit status.
 #
 # Verdicts: the note of each row starts with PASS or FAIL and why. A row
 # of syncmem or syncmem-noreconnect fails when
@@ -54,8 +60,8 @@
 #    than UCX_SYNCMEM_RECONNECT_TIMEOUT, flaps_N, qp_error, mpi_flap_0.5s):
 #    a put, get or AM failed, or the endpoint failed (ep_recreated > 0). A
 #    failed fetch-add is allowed only in a run with a reconnect onto a new
-#    QP (an add of unknown outcome fails rather than runs twice; README,
-#    "When an endpoint fails");
+#    QP (an add of unknown outcome fails rather than runs twice;
+#    doc/design.md, "Reconnect");
 #  - reconnect off (syncmem-noreconnect), a flap row without the clean
 #    failure: ops_failed > 0 and ep_recreated >= 1. Its MPI job aborting by
 #    faults_mpi's MPI_Abort (mpirun exit 3 after two failed pairs in a row)
@@ -611,6 +617,7 @@ row() {
     fi
     IFS=, read -r ok failed lost dup corr rec hang recov recr <<<"$v"
     echo "$1,$2,$v" >>"$csv"
+    printf '%s\t%s\t%s\n' "$1" "$2" "$note" >>"$notes"
     printf '%-20s %-13s %8s %7s %5s %5s %6s %6s %5s %9s %6s  %s\n' "$1" "$2" \
         "$ok" "$failed" "$lost" "$dup" "$corr" "$rec" "$hang" "$recov" "$recr" \
         "$note" >>"$table"
@@ -620,7 +627,7 @@ row() {
 guest_main() {
     local quick=$1 tls=$2 only=${3:-} soak=${4:-} rows r t0 v
     out=$top/bench-results
-    csv=$out/faults.csv table=$out/faults.table bad=0
+    csv=$out/faults.csv table=$out/faults.table notes=$out/faults.notes bad=0
     mkdir -p "$out/faults"
     rm -f "$out"/faults/*.client "$out"/faults/*.server*
     t0=$(date +%s)
@@ -646,7 +653,7 @@ guest_main() {
         rec="present (a ${DEADLINE} s deadline)"
     fi
     echo "transport,scenario,ops_ok,ops_failed,lost,duplicated,corrupted,reconnects,hang,recovery_ms,ep_recreated" >"$csv"
-    : >"$table"
+    : >"$table"; : >"$notes"
     routes; routes_ok || return 1
     for r in $rows; do
         if [[ ${r#*/} == mpi_* ]]; then run_mpi_row "${r%%/*}"
@@ -660,11 +667,14 @@ guest_main() {
     printf '%-20s %-13s %8s %7s %5s %5s %6s %6s %5s %9s %6s  %s\n' transport scenario \
         ops_ok failed lost dup corrupt reconn hang recov_ms ep_new note
     cat "$table"
-    # the same as a markdown table, for the README
-    awk -F, 'NR == 1 { gsub(/,/, " | "); print "| " $0 " |"; gsub(/[^|]+/, " --- ");
-                       print "|" $0 "|"; next }
-             { gsub(/,/, " | "); print "| " $0 " |" }' "$csv" >"$out/faults.md"
-    echo "   csv: $csv (markdown: $out/faults.md); each process's output: $out/faults/"
+    # for contrib/tables.py (faults.sh --markdown)
+    { echo "date=$(date -u '+%F %H:%M UTC')"
+      echo "kernel=$(uname -r)"
+      echo "ucx=$(ucx_info -v | sed -n 's/^# Version //p')"
+      echo "kind=$(run_kind "$quick" "$soak")"
+      echo "commit=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)"
+      echo "seconds=$(( $(date +%s) - t0 ))"; } >"$out/faults.meta"
+    echo "   csv: $csv (verdicts: $notes); each process's output: $out/faults/"
     rm -f "$table"
     if ((bad)); then
         echo "FAIL: $bad judged rows failed (their notes say why)"
@@ -679,7 +689,7 @@ if [[ ${1:-} == --in-guest ]]; then
     exit
 fi
 
-quick=no tls=both only='' soak=''
+quick=no tls=both only='' soak='' markdown=()
 while (($#)); do
     case $1 in
         -h|--help) awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -687,6 +697,7 @@ while (($#)); do
         --tls) tls=${2:?}; shift ;;
         --only) only=${2:?}; shift ;;
         --soak) soak=${2:?}; shift ;;
+        --markdown) markdown+=("${2:?}"); shift ;;
         *) say "unknown option $1 (see --help)"; exit 2 ;;
     esac
     shift
@@ -707,5 +718,19 @@ if [[ -z $(rows_of "$quick" "$tls" "$only" "$soak") ]]; then
 fi
 [[ -x $top/contrib/faults && -x $top/contrib/syncmem-run ]] ||
     { say "contrib/faults is not built: run make first"; exit 2; }
-exec contrib/guest.sh --two-hosts --timeout 3600 -- \
-    "$top/contrib/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak"
+if ((${#markdown[@]} == 0)); then
+    exec contrib/guest.sh --two-hosts --timeout 3600 -- \
+        "$top/contrib/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak"
+fi
+command -v python3 >/dev/null ||
+    { say "--markdown needs python3 (contrib/tables.py)"; exit 2; }
+rc=0
+contrib/guest.sh --two-hosts --timeout 3600 -- \
+    "$top/contrib/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak" || rc=$?
+# the table, from what the run wrote (the verdicts and exit status are the
+# guest's: a table that cannot be written is only said)
+for f in "${markdown[@]}"; do
+    python3 contrib/tables.py faults "$top/bench-results" --markdown "$f" ||
+        say "could not write the table into $f"
+done
+exit $rc
