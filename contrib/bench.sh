@@ -12,16 +12,24 @@
 #  - message-size sweeps of put bandwidth and latency;
 #  - passive-target atomics: UCP, MPI and OpenSHMEM atomics on a target
 #    that computes (passive.c, passive_mpi.c, passive_shmem.c).
-# It prints the tables (medians of --reps runs, syncmem / rc_verbs and
-# syncmem / raw verbs ratios) and writes bench-results/results.csv,
-# callgrind.csv, regcost.txt, rcache.csv, sweep.csv, passive.csv (with
-# the programs' output in passive.log) and the plots bandwidth.png,
-# latency.png. --only REGEX selects tests of the main table
-# and the sections 'callgrind', 'rcache' and 'passive' by name.
+# It writes bench-results/results.csv, callgrind.csv, regcost.txt,
+# rcache.csv, sweep.csv, passive.csv (with the programs' output in
+# passive.log), bench.meta (date, guest kernel, UCX, what ran) and the plots
+# bandwidth.png, latency.png; then contrib/tables.py prints the tables
+# (medians of --reps runs, ratios to rc_verbs and to raw verbs) of what this
+# run measured. --only REGEX selects tests of the main table and the
+# sections 'callgrind', 'rcache' and 'passive' by name.
 #
 #   contrib/bench.sh [--no-build] [--reps N] [--only REGEX] [--sweep|--no-sweep]
-#                    [--min-size BYTES] [--max-size BYTES]
+#                    [--min-size BYTES] [--max-size BYTES] [--markdown FILE]...
 #   contrib/bench.sh --plot [DIR]     redraw the plots from DIR/sweep.csv
+#   contrib/bench.sh --tables [DIR]   print the tables of DIR's last run again
+#
+# --markdown FILE (repeatable) also writes the tables into FILE, each block
+# headed by the date, kernel and UCX of the run: only between FILE's
+# '<!-- BEGIN generated: bench tables|bench summary -->' and
+# '<!-- END generated -->' lines if it has them (doc/benchmarks.md,
+# README.md), else the whole file.
 #
 # The guest is emulated (TCG): absolute numbers are slow and noisy; compare
 # ratios from one run only. SYNCMEM_PASSIVE_APIS (e.g. "ucp mpi") and
@@ -56,17 +64,6 @@ measure() {
     esac
     v=$(contrib/perftest-pair.sh "$@" 2>/dev/null | result "$tl" "$col") || true
     echo "${v:-nan}"
-}
-
-median() {
-    sort -g | awk '$1 != "nan" {v[++n] = $1}
-                   END {if (!n) print "nan"; else print (n % 2) ? v[(n+1)/2] : (v[n/2]+v[n/2+1])/2}'
-}
-
-# ratio A B [FORMAT]: A / B, "-" if either is missing
-ratio() {
-    awk -v a="$1" -v b="$2" -v f="${3:-%.2f}" 'BEGIN {
-        if (a == "nan" || b == "nan" || b == 0) print "-"; else printf f, a / b }'
 }
 
 guest_main() {
@@ -106,17 +103,30 @@ ucp_cswap:ucp:3:-t ucp_cswap -n 2000 -w 100::
 tag_lat:ucp:3:-t tag_lat -s 8 -n 2000 -w 100::
 tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     tests=$(echo "$tests" | grep -E "^(${only:-.*})" || true)
-    [ -z "$tests" ] || main_table
+    # what this run measured, for tables.py (older CSVs in $out are not
+    # this run's)
+    sections=
+    [ -z "$tests" ] || { main_table; sections="$sections main"; }
     if [ -z "$only" ] || echo callgrind | grep -qE "^($only)"; then
         "$top/contrib/callgrind.sh" "$out"
+        sections="$sections callgrind"
     fi
     if [ -z "$only" ] || echo rcache | grep -qE "^($only)"; then
         rcache_main "$reps" "$out"
+        sections="$sections rcache"
     fi
     if [ -z "$only" ] || echo passive | grep -qE "^($only)"; then
         passive_main "$reps" "$out"
+        sections="$sections passive"
     fi
-    if [ "$sweep" = yes ]; then sweep_main; fi
+    if [ "$sweep" = yes ]; then sweep_main; sections="$sections sweep"; fi
+    { echo "date=$(date -u '+%F %H:%M UTC')"
+      echo "kernel=$(uname -r)"
+      echo "ucx=$(ucx_info -v | sed -n 's/^# Version //p')"
+      echo "device=$dev"
+      echo "commit=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)"
+      echo "reps=$reps"
+      echo "sections=${sections# }"; } > "$out/bench.meta"
 }
 
 # The main table: $tests, $reps times, interleaved.
@@ -146,21 +156,6 @@ main_table() {
         done
         rep=$((rep + 1))
     done
-
-    echo "== medians of $reps runs. Latency: usec (lower is better); bandwidth: MB/s"
-    echo "   (higher is better). UCP rows compare UCX_TLS=syncmem with"
-    echo "   UCX_TLS=rc_verbs,ud_verbs; 'verbs' is rdma-core perftest on the same device."
-    printf '%-17s %9s %9s %9s %10s %8s\n' test syncmem rc_verbs verbs \
-        "/rc_verbs" "/verbs"
-    echo "$tests" | while IFS=: read -r name kind col args raw rawargs; do
-        m() { grep "^$name,$1," "$out/results.csv" | cut -d, -f4 | median; }
-        s=$(m syncmem) r=$(m rc_verbs) v=nan
-        [ -n "$raw" ] && v=$(m "$raw")
-        rs=$(ratio "$s" "$r") vs=$(ratio "$s" "$v")
-        printf '%-17s %9s %9s %9s %10s %8s\n' "$name" "$s" "$r" "$v" "$rs" "$vs"
-    done
-    echo "   Ratios are syncmem / other: below 1.00 is better for latency, above 1.00"
-    echo "   for bandwidth."
 }
 
 # Message-size sweeps of put bandwidth and latency, and the plots.
@@ -183,8 +178,6 @@ sweep_main() {
             echo "$size,$tl,$bw,$lat" >> "$out/sweep.csv"
         done
     done
-    echo "== sweep (put zcopy bandwidth MB/s; put bcopy latency usec; ib_verbs = ib_write_bw/ib_write_lat)"
-    column -t -s, "$out/sweep.csv"
     plot "$out"
 }
 
@@ -209,13 +202,6 @@ rcache_main() {
             done
         done
         rep=$((rep + 1))
-    done
-    echo "== UCP put bandwidth (MB/s, UCX_TLS=syncmem), registration cache on / off"
-    printf '%-9s %9s %9s %7s\n' bytes on off on/off
-    for size in 65536 262144 1048576 4194304; do
-        m() { grep "^$size,$1," "$out/rcache.csv" | cut -d, -f4 | median; }
-        on=$(m y) off=$(m n)
-        printf '%-9s %9s %9s %7s\n' "$size" "$on" "$off" "$(ratio "$on" "$off")"
     done
 }
 
@@ -292,12 +278,7 @@ passive_main() {
         done
         rep=$((rep + 1))
     done
-    echo "== passive target: 64-bit atomics while the target computes in slices and"
-    echo "   enters the library only between them (0 ms: it waits inside it all the"
-    echo "   time); origin latency usec, medians of $reps runs. slow: the target's time for"
-    echo "   its slices with the traffic / without; comp: the same for the compute part"
-    echo "   alone. _s: syncmem, _r: UCX_TLS=rc_verbs,ud_verbs. ucp: UCP (ucp_atomic_op_nbx),"
-    echo "   mpi: Open MPI osc ucx (MPI_Fetch_and_op, MPI_Compare_and_swap), shmem: OSHMEM."
+    echo "== passive target: what the transports offer (the table: contrib/tables.py)"
     # what the transports have on the device (ucx_info -d), and (passive.c
     # prints them) the transports UCP chose for its atomics
     "$top/contrib/syncmem-run" ucx_info -d 2>/dev/null | awk '
@@ -308,22 +289,6 @@ passive_main() {
     awk '/^== rep/ {t = $5} /^atomics:/ && !seen[t]++ {print "   " t ": UCP " $0}' \
         "$out/passive.log"
     grep -E "failed|wrong=[1-9]" "$out/passive.log" | sort | uniq -c | sed 's/^/   FAILED: /'
-    printf '%-5s %-6s %5s %9s %9s %8s %9s %9s %8s %6s %6s %6s %6s\n' api op slice \
-        median_s median_r ratio p99_s p99_r ratio slow_s slow_r comp_s comp_r
-    for api in $apis; do
-        for slice in 0 1 10; do
-            for op in fadd cswap swap; do
-                m() { grep "^$api,$op,$slice,$1," "$out/passive.csv" | cut -d, -f"$2" |
-                      grep . | median; }
-                ms=$(m syncmem 6) mr=$(m rc_verbs 6) ps=$(m syncmem 7) pr=$(m rc_verbs 7)
-                ss=$(m syncmem 8) sr=$(m rc_verbs 8) cs=$(m syncmem 9) cr=$(m rc_verbs 9)
-                # (3 significant digits: the ratios go far below 0.01)
-                printf '%-5s %-6s %5s %9s %9s %8s %9s %9s %8s %6s %6s %6s %6s\n' $api $op \
-                    "${slice}ms" "$ms" "$mr" "$(ratio "$ms" "$mr" %.3g)" "$ps" "$pr" \
-                    "$(ratio "$ps" "$pr" %.3g)" "$ss" "$sr" "$cs" "$cr"
-            done
-        done
-    done
 }
 
 plot() {
@@ -369,12 +334,16 @@ if [ "$1" = --plot ]; then
     exit 0
 fi
 
+if [ "$1" = --tables ]; then
+    exec python3 "$top/contrib/tables.py" bench "${2:-$top/bench-results}"
+fi
+
 # --- on the host -----------------------------------------------------------
 
-reps=3 only= sweep=yes min_size=0 max_size=4194304
+reps=3 only= sweep=yes min_size=0 max_size=4194304 markdown=
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help)  sed -n '3,29s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help)  sed -n '3,37s/^# \{0,1\}//p' "$0"; exit 0 ;;
         --no-build) nobuild=1 ;;
         --reps)     reps=$2; shift ;;
         --only)     only=$2; shift ;;
@@ -382,11 +351,28 @@ while [ $# -gt 0 ]; do
         --no-sweep) sweep=no ;;
         --min-size) min_size=$2; shift ;;
         --max-size) max_size=$2; shift ;;
+        --markdown) [ -n "$2" ] || { echo "bench.sh: --markdown needs a FILE" >&2; exit 2; }
+                    markdown="$markdown
+$2"; shift ;;
         *) echo "bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
 
+command -v python3 >/dev/null ||
+    { echo "bench.sh: python3 is needed for the tables (contrib/tables.py)" >&2; exit 2; }
 [ -n "$nobuild" ] || contrib/bootstrap.sh
-exec contrib/guest.sh -- "$top/contrib/bench.sh" --in-guest "$reps" "$only" \
-    "$sweep" "$min_size" "$max_size"
+rc=0
+contrib/guest.sh -- "$top/contrib/bench.sh" --in-guest "$reps" "$only" \
+    "$sweep" "$min_size" "$max_size" || rc=$?
+# The numbers: medians, ratios and tables, from the CSVs just written
+python3 contrib/tables.py bench "$top/bench-results" || { [ $rc -ne 0 ] || rc=1; }
+set -f; ifs=$IFS; IFS='
+'
+for f in $markdown; do
+    IFS=$ifs
+    python3 contrib/tables.py bench "$top/bench-results" --markdown "$f" ||
+        { [ $rc -ne 0 ] || rc=1; }
+done
+IFS=$ifs
+exit $rc
