@@ -359,7 +359,7 @@ def bench_blocks(d):
     parts, summary = [], ""
     res = section("main", "results.csv")
     if res:
-        parts.append("### ucx_perftest: syncmem, rc_verbs and raw verbs\n\n"
+        parts.append("#### ucx_perftest: syncmem, rc_verbs and raw verbs\n\n"
                      "Medians; latency in usec (lower is better), bandwidth in MB/s "
                      "and message rate in msg/s (higher is better). Ratios are "
                      "transport / other. UCP rows compare `UCX_TLS=syncmem` with "
@@ -370,7 +370,7 @@ def bench_blocks(d):
             summary = main_table(res, only)
     cg = section("callgrind", "callgrind.csv")
     if cg:
-        parts.append("### Instructions per call (callgrind)\n\n"
+        parts.append("#### Instructions per call (callgrind)\n\n"
                      "User-space instructions per call of the transport's entry point, "
                      "everything below it included; own: the transport's library "
                      "alone. `syncmem_db16`: doorbell batching, 16 a doorbell.\n\n" +
@@ -378,20 +378,20 @@ def bench_blocks(d):
                      % tuple(callgrind_tables(cg)))
     rc = os.path.join(d, "regcost.txt")
     if (ran is None or "rcache" in ran) and os.path.exists(rc) and regcost_table(rc):
-        parts.append("### One registration (regcost)\n\n" + regcost_table(rc))
+        parts.append("#### One registration (regcost)\n\n" + regcost_table(rc))
     rcache = section("rcache", "rcache.csv")
     if rcache:
-        parts.append("### UCP put bandwidth, registration cache on and off\n\n" +
+        parts.append("#### UCP put bandwidth, registration cache on and off\n\n" +
                      rcache_table(rcache))
     passive = section("passive", "passive.csv")
     if passive:
-        parts.append("### Passive target: atomics while the target computes\n\n"
+        parts.append("#### Passive target: atomics while the target computes\n\n"
                      "Origin latency in usec; slowdown: the target's time for its "
                      "slices with the traffic over that without.\n\n" +
                      passive_table(passive))
     sweep = section("sweep", "sweep.csv")
     if sweep:
-        parts.append("### Message-size sweep\n\n"
+        parts.append("#### Message-size sweep\n\n"
                      "Put zcopy bandwidth and put bcopy latency; `ib_verbs` is "
                      "`ib_write_bw`/`ib_write_lat`.\n\n" + sweep_table(sweep))
     blocks = {}
