@@ -124,7 +124,7 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
       echo "kernel=$(uname -r)"
       echo "ucx=$(ucx_info -v | sed -n 's/^# Version //p')"
       echo "device=$dev"
-      echo "commit=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)"
+      echo "commit=$(git -C "$top" --no-optional-locks describe --always --dirty 2>/dev/null || echo unknown)"
       echo "reps=$reps"
       echo "sections=${sections# }"; } > "$out/bench.meta"
 }
@@ -359,8 +359,11 @@ $2"; shift ;;
     shift
 done
 
-command -v python3 >/dev/null ||
-    { echo "bench.sh: python3 is needed for the tables (contrib/tables.py)" >&2; exit 2; }
+# (the tables: contrib/tables.py)
+if ! command -v python3 >/dev/null; then
+    [ -z "$nobuild" ] && config/apt-install.sh python3 ||
+        { echo "bench.sh: python3 is needed for the tables (contrib/tables.py)" >&2; exit 2; }
+fi
 [ -n "$nobuild" ] || contrib/bootstrap.sh
 rc=0
 contrib/guest.sh -- "$top/contrib/bench.sh" --in-guest "$reps" "$only" \
