@@ -430,8 +430,9 @@ def faults_blocks(d):
     for r in rows:
         line = [r[c] for c in cols]
         if notes:
-            line.append(notes.get((r["transport"], r["scenario"]), "")
-                        .replace("|", "/"))
+            # (paths relative to the tree, as the doc is read anywhere)
+            note = notes.get((r["transport"], r["scenario"]), "")
+            line.append(re.sub(r"\S*/(bench-results/)", r"\1", note).replace("|", "/"))
         out.append(line)
     return {"faults table": stamp(meta, "contrib/faults.sh") + "\n" + table(header, out)}
 
