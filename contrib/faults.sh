@@ -672,7 +672,7 @@ guest_main() {
       echo "kernel=$(uname -r)"
       echo "ucx=$(ucx_info -v | sed -n 's/^# Version //p')"
       echo "kind=$(run_kind "$quick" "$soak")"
-      echo "commit=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)"
+      echo "commit=$(git -C "$top" --no-optional-locks describe --always --dirty 2>/dev/null || echo unknown)"
       echo "seconds=$(( $(date +%s) - t0 ))"; } >"$out/faults.meta"
     echo "   csv: $csv (verdicts: $notes); each process's output: $out/faults/"
     rm -f "$table"
