@@ -46,11 +46,12 @@ done
 pkgs="libucx-dev dpkg-dev autoconf automake libtool pkg-config make gcc g++
       libibverbs-dev libnuma-dev"
 "$top/config/apt-install.sh" $pkgs || die "missing build dependencies"
+"$top/config/apt-deb-src.sh" || die "apt-get source needs deb-src entries (see above)"
 
 debver=$(dpkg-query -W -f '${Version}' libucx-dev) ||
     die "cannot read the installed libucx-dev version"
-version=${debver%%-*}
-version=${version#*:}
+version=$("$top/contrib/ucx-version.sh" --deb "$debver") ||
+    die "cannot read a UCX release from libucx-dev's version '$debver'"
 
 # Debian's flags (debian/rules), minus what the tests do not use.
 args="--enable-mt --with-verbs --disable-backtrace-detail --disable-logging
@@ -78,7 +79,7 @@ flock 9
 good() {
     [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
         [ -x "$prefix/bin/ucx_info" ] && [ -f "$src/src/uct/base/uct_iface.h" ] &&
-        [ "$("$prefix/bin/ucx_info" -v 2>/dev/null | sed -n 's/^# Version //p')" = "$version" ]
+        [ "$("$prefix/bin/ucx_info" -v 2>/dev/null | "$top/contrib/ucx-version.sh")" = "$version" ]
 }
 
 if [ "$rebuild" = no ] && good; then
@@ -112,7 +113,7 @@ say "make -j$jobs (log: $dir/make.log)"
     { tail -40 "$dir/make.log" >&2; die "UCX build failed (log: $dir/make.log)"; }
 rm -rf "$dir/build"
 
-got=$("$prefix/bin/ucx_info" -v 2>/dev/null | sed -n 's/^# Version //p')
+got=$("$prefix/bin/ucx_info" -v 2>/dev/null | "$top/contrib/ucx-version.sh")
 [ "$got" = "$version" ] ||
     die "$prefix/bin/ucx_info -v reports '$got', expected $version"
 for f in libucs.so libuct.so pkgconfig/ucx-uct.pc pkgconfig/ucx-ucs.pc ucx/libuct_ib.so; do
