@@ -32,27 +32,13 @@ case "$debver" in
     *) die "installed libucx-dev is $debver, expected UCX $version" ;;
 esac
 
-as_root() {
-    if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@" ||
-        die "need root to run '$*'"; fi
-}
-
-# 'apt-get source' needs deb-src entries; derive them from the deb entries.
-if ! grep -rqsE '^(deb-src|Types:.*deb-src)' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-        sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources |
-            as_root tee /etc/apt/sources.list.d/syncmem-deb-src.sources >/dev/null
-    elif [ -f /etc/apt/sources.list ]; then
-        sed -n 's/^deb /deb-src /p' /etc/apt/sources.list |
-            as_root tee /etc/apt/sources.list.d/syncmem-deb-src.list >/dev/null
-    else
-        die "no apt sources found to derive deb-src entries from"
-    fi
-    as_root apt-get update -qq || die "apt-get update failed"
-fi
+# Run by configure, this changes nothing outside the tree: the deb-src
+# entries and dpkg-dev are set up by contrib/bootstrap.sh.
+here=$(cd "$(dirname "$0")" && pwd)
+"$here/apt-deb-src.sh" --check ||
+    die "apt has no deb-src entries, which 'apt-get source' needs. Run '$here/../contrib/bootstrap.sh' (installs the build dependencies and adds them), or only '$here/apt-deb-src.sh' (as root: adds deb-src entries for the mirrors of the deb ones and runs apt-get update); then run configure again"
 command -v dpkg-source >/dev/null 2>&1 ||
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dpkg-dev >/dev/null ||
-    die "cannot install dpkg-dev (needed to unpack the source package)"
+    die "dpkg-source not found (unpacks the source package): apt-get install dpkg-dev, or run contrib/bootstrap.sh"
 
 tmp=$(mktemp -d "${dest%/*}/.ucx-src.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -61,6 +47,9 @@ srcver=$(dpkg-query -W -f '${source:Version}' libucx-dev 2>/dev/null) ||
     srcver=$debver
 (cd "$tmp" && apt-get source -qq "ucx=$srcver" >/dev/null 2>"$tmp/log") || {
     cat "$tmp/log" >&2
+    if grep -qiE "deb-src|Unable to find a source package" "$tmp/log"; then
+        die "apt does not know the source package ucx $srcver: the deb-src entries were added but apt's lists are older (as root: apt-get update)"
+    fi
     if grep -q '404' "$tmp/log"; then
         die "Debian's source package ucx $srcver is not served by this mirror ('apt-get source' failed: 404 Not Found)"
     fi

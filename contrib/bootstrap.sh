@@ -6,8 +6,9 @@
 #
 # Installs the build and test dependencies that are missing (Debian
 # packages: UCX development files and tools, rdma-core, googletest,
-# autotools, qemu for the test guest), generates and runs configure when
-# there is no Makefile yet, then builds. Safe to run again. For a UCX
+# autotools, qemu for the test guest) and apt's deb-src entries (configure
+# fetches UCX's source package), generates and runs configure when there is
+# no Makefile yet, then builds. Safe to run again. For a UCX
 # installed in its own prefix: --with-ucx=PREFIX --with-ucx-src=DIR
 # (contrib/ucx-prefix.sh builds one).
 #
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 install=yes
 case "$1" in
-    -h|--help) sed -n '3,13s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
     --no-install) install=no; shift ;;
 esac
 
@@ -33,7 +34,13 @@ pkgs="libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
       iproute2 openmpi-bin libopenmpi-dev mpich libmpich-dev time gnuplot-nox
       bsdextrautils libdrm-dev tcpdump clang-14 libclang-rt-14-dev valgrind"
 
-[ "$install" = no ] || config/apt-install.sh $pkgs
+# configure fetches the installed UCX's Debian source package (its internal
+# headers) with 'apt-get source', which needs deb-src entries; configure
+# changes nothing outside the tree, so they are added here.
+if [ "$install" = yes ]; then
+    config/apt-install.sh $pkgs
+    config/apt-deb-src.sh
+fi
 
 [ -x configure ] || ./autogen.sh
 [ -f Makefile ] || ./configure "$@"
