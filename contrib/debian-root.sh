@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # debian-root.sh - a Debian 13 (trixie) root with its own UCX, for tests that
 # load a module built here (against Debian 12's UCX 1.13) into another UCX
-# release (test/guard.test: the module's version guard).
+# release (test/guard.test: the module's version guard), and for building
+# and running the whole suite, MPI included, on its UCX (ucx-matrix.sh).
 #
 # The root is made with mmdebstrap from the Debian mirror this host's apt
 # uses, and cached under $SYNCMEM_GUEST_CACHE (default <repo>/.guest-cache)
@@ -15,9 +16,12 @@ prog=debian-root.sh
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 suite=trixie
-# UCX and its verbs transports, and what our configure needs to run there.
+# UCX and its verbs transports, what our configure needs to run there, and
+# the MPIs linked to that UCX (Open MPI: pml/osc ucx and OSHMEM; MPICH) for
+# ucx-matrix.sh --root.
 packages=(libucx0 ucx-utils libucx-dev rdma-core ibverbs-providers
-          ibverbs-utils libibverbs-dev gcc g++ make pkg-config dpkg-dev)
+          ibverbs-utils libibverbs-dev gcc g++ make pkg-config dpkg-dev
+          openmpi-bin libopenmpi-dev mpich libmpich-dev)
 # Bump when the way the root is made changes (part of the key).
 format=1
 
