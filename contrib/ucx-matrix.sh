@@ -6,6 +6,10 @@
 # UCX comes from outside this tree: a prefix you installed, or another
 # Debian userland (contrib/debian-root.sh); its source tree, of exactly that
 # version, gives the internal headers. Nothing here builds UCX. See --help.
+#
+# The verdict can fail: each step that should run is framed by markers, and
+# one that did not finish (a guest that did not boot or timed out, a crash,
+# a missing gtest summary) counts as a failure.
 set -euo pipefail
 
 prog=ucx-matrix.sh
@@ -16,17 +20,25 @@ usage() {
 usage: contrib/ucx-matrix.sh --ucx-src DIR (--ucx-prefix PREFIX | --root ROOT)
                              [--no-guest]
 
-Builds a checkout of HEAD in matrix-<name>/ against the given UCX, runs the
-host unit tests, then in the Soft-RoCE guest the device gtests (one host,
-then two hosts) and the ucx_perftest pairs (test/guest/perftest.sh), and
-prints '<version>: N passed, N failed' (gtest cases and perftest pairs).
-MPI is not run: Debian's Open MPI and MPICH are linked to the system UCX.
+Builds a checkout of HEAD in matrix-<name>/ against the given UCX, every
+test program included ('make check TESTS='), runs the host unit tests,
+then in the Soft-RoCE guest, split as test/guest.test splits them: one host
+(the device gtests but syncmem_wire_*, the ucx_perftest pairs of
+test/guest/perftest.sh) and two hosts (the syncmem_wire_* gtests). With
+--root, also the MPI tests in the root, whose Open MPI and MPICH are linked
+to its UCX: test/mpi/run.sh in both boots, test/mpi/shmem_run.sh in the
+one-host boot.
+
+Prints '<version>: N passed, N failed' last (gtest cases, perftest pairs,
+lanes, MPI runs; a step that did not finish counts as a failure) and exits
+1 if anything failed or did not run, 2 if the build failed.
 
   --ucx-src DIR      UCX source tree of exactly that version
   --ucx-prefix DIR   a UCX installed in its own prefix (loaded through
                      UCX_PLUGIN_PATH on 1.22+, LD_PRELOAD before)
-  --root ROOT        another Debian userland with libucx-dev, e.g.
-                     ROOT=\$(contrib/debian-root.sh); built and run chrooted
+  --root ROOT        another Debian userland with libucx-dev and its MPIs,
+                     e.g. ROOT=\$(contrib/debian-root.sh); built and run
+                     chrooted
   --no-guest         host unit tests only
 EOF
 }
@@ -53,7 +65,7 @@ dir=$top/matrix-$name
 say "checkout of HEAD in $dir"
 rm -rf "$dir"
 git -C "$top" clone -q "$top" "$dir"
-(cd "$dir" && ./autogen.sh >/dev/null 2>&1) || die "autogen.sh failed"
+(cd "$dir" && ./autogen.sh >/dev/null 2>&1) || die "autogen.sh failed in $dir"
 
 # inroot CMD: CMD in the build's userland (the root, or this system)
 inroot() {
@@ -67,19 +79,67 @@ inroot() {
     fi
 }
 
+# 'make check TESTS=' builds every check program and script (cm_flood; the
+# MPI programs where configure found the MPIs) and runs none.
 cfg=(--with-ucx-src="$src")
 [[ -n $prefix ]] && cfg+=(--with-ucx="$prefix")
 inroot sh -c 'cd "$1" && shift && ./configure "$@" >configure.out 2>&1 &&
-              make -j2 >make.out 2>&1 && make -j2 test/unit_test test/guest_test \
-              >>make.out 2>&1' build "$dir" "${cfg[@]}" ||
-    { tail -20 "$dir/configure.out" "$dir/make.out" >&2; die "build failed"; }
+              make -j2 >make.out 2>&1 && make -j2 check TESTS= >>make.out 2>&1' \
+    build "$dir" "${cfg[@]}" ||
+    { tail -20 "$dir/configure.out" "$dir/make.out" >&2
+      die "build failed (logs: $dir/configure.out, $dir/make.out)"; }
 version=$(sed -n 's/.*for UCX \([0-9.]*\)$/\1/p' "$dir/configure.out" | tail -1)
+[[ -n $version ]] ||
+    die "configure did not say which UCX it built for (no 'for UCX X.Y.Z' in $dir/configure.out)"
+for p in test/unit_test test/guest_test test/guest/cm_flood; do
+    [[ -x $dir/$p ]] || die "the build made no $p (see $dir/make.out)"
+done
+mpi=no
+if [[ -n $root ]]; then
+    [[ -x $dir/test/mpi/mpi_syncmem ]] ||
+        die "no test/mpi/mpi_syncmem: configure found no Open MPI in $root (contrib/debian-root.sh installs it; see $dir/configure.out)"
+    mpi=yes
+fi
 say "built for UCX $version"
 
+# The steps of each boot, framed by 'matrix-step NAME' and
+# 'matrix-step-end NAME rc=N'; the same script runs on the host, in the
+# guest and in the root.
+cat >"$dir/matrix-steps.sh" <<'STEPS'
+#!/bin/sh
+# matrix-steps.sh BOOT MPI: the steps of one boot (unit, one, two)
+cd "$(dirname "$0")" || exit 1
+step() {
+    name=$1; shift
+    echo "matrix-step $name"
+    "$@"
+    echo "matrix-step-end $name rc=$?"
+}
+case $1 in
+    unit) step unit-gtest test/unit_test ;;
+    one)  step one-gtest test/guest_test --gtest_filter='-syncmem_wire_*'
+          step perftest test/guest/perftest.sh
+          if [ "$2" = yes ]; then
+              step mpi-one test/mpi/run.sh
+              step shmem test/mpi/shmem_run.sh
+          fi ;;
+    two)  step two-gtest test/guest_test --gtest_filter='syncmem_wire_*'
+          if [ "$2" = yes ]; then step mpi-two test/mpi/run.sh; fi ;;
+esac
+exit 0
+STEPS
+chmod +x "$dir/matrix-steps.sh"
+expect=(unit-gtest)
+
 log=$dir/matrix.log
-inroot sh -c 'cd "$1" && test/unit_test' unit "$dir" >"$log" 2>&1 || true
+: >"$log"
+rc=0
+inroot "$dir/matrix-steps.sh" unit >>"$log" 2>&1 || rc=$?
+((rc == 0)) || echo "matrix-boot unit rc=$rc" >>"$log"
 
 if [[ $guest == yes ]]; then
+    expect+=(one-gtest perftest two-gtest)
+    [[ $mpi == yes ]] && expect+=(mpi-one shmem mpi-two)
     # The guest mounts its own /tmp: a prefix there is lent through the tree.
     if [[ -n $prefix && $prefix == /tmp/* ]]; then
         cp -a "$prefix" "$dir/.ucx-prefix"
@@ -88,28 +148,60 @@ if [[ $guest == yes ]]; then
         lend=true
     fi
     for mode in one two; do
-        if [[ $mode == one ]]; then
-            tests="test/guest_test --gtest_filter=-syncmem_wire_test.*; test/guest/perftest.sh"
-        else
-            tests="test/guest_test --gtest_filter=syncmem_wire_test.*"
-        fi
+        steps="'$dir/matrix-steps.sh' $mode $mpi"
         if [[ -n $root ]]; then
-            cmd="$lend; $top/test/guard/in-root.sh --bind '$dir' '$root' sh -c \"cd '$dir' && { $tests; }\""
+            cmd="$lend && '$top/test/guard/in-root.sh' --bind '$dir' '$root' $steps"
         else
-            cmd="$lend; cd '$dir' && { $tests; }"
+            cmd="$lend && $steps"
         fi
-        args=(); [[ $mode == two ]] && args=(--two-hosts)
-        "$top/contrib/guest.sh" "${args[@]}" -- sh -c "$cmd" >>"$log" 2>&1 || true
+        args=(--timeout 2400); [[ $mode == two ]] && args+=(--two-hosts)
+        say "guest, $mode host(s)"
+        rc=0
+        "$top/contrib/guest.sh" "${args[@]}" -- sh -c "$cmd" >>"$log" 2>&1 || rc=$?
+        ((rc == 0)) || echo "matrix-boot $mode rc=$rc" >>"$log"
     done
 fi
 
-# gtest: '[  PASSED  ] N tests.' and 'N FAILED TEST(S)' (a crash counts as
-# one failure); perftest: PASS/FAIL lines
-passed=$(( $(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | paste -sd+ | sed 's/^$/0/') +
-           $(grep -cE '^PASS (perftest|lanes)' "$log" || true) ))
-failed=$(( $(sed -n 's/^ *\([0-9]*\) FAILED TESTS\{0,1\}$/\1/p' "$log" | paste -sd+ | sed 's/^$/0/') +
-           $(grep -cE '^FAIL (perftest|lanes)' "$log" || true) +
-           $(grep -cE 'Segmentation fault|Aborted|core dumped' "$log" || true) ))
-grep -E '^\[  FAILED  \] [a-z]|^FAIL (perftest|lanes)' "$log" | sort -u >&2 || true
-say "log: $log"
+# Counting, per step: gtest '[  PASSED  ] N tests.' and 'N FAILED TEST(S)';
+# the PASS/FAIL lines of perftest, lanes, mpi and shmem. A crash or an
+# assertion where no test failed, a step that did not end or ended non-zero
+# with no failure counted, a gtest step without its summary: one more each.
+stepdir=$dir/steps
+rm -rf "$stepdir"; mkdir -p "$stepdir"
+awk -v d="$stepdir" '/^matrix-step [a-z0-9-]+$/ {f = d "/" $2; printf "" > f}
+                     f != "" {print >> f}
+                     /^matrix-step-end / {f = ""}' "$log"
+sum() { awk '{s += $1} END {print s + 0}'; }
+passed=0 failed=0 problems=()
+for s in "${expect[@]}"; do
+    f=$stepdir/$s
+    if [[ ! -f $f ]]; then
+        failed=$((failed + 1)); problems+=("$s: did not run"); continue
+    fi
+    p=$(( $(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$f" | sum) +
+          $(grep -cE '^PASS (perftest|lanes|mpi|shmem)' "$f" || true) ))
+    n=$(( $(sed -n 's/^ *\([0-9]*\) FAILED TESTS\{0,1\}$/\1/p' "$f" | sum) +
+          $(grep -cE '^FAIL (perftest|lanes|mpi|shmem)' "$f" || true) ))
+    if ((n == 0)) && grep -qE 'Segmentation fault|Aborted|core dumped|Assertion .* failed' "$f"; then
+        n=1; problems+=("$s: a crash or an assertion, with no failed test counted")
+    fi
+    end=$(sed -n "s/^matrix-step-end $s rc=\([0-9]*\)$/\1/p" "$f")
+    if [[ -z $end ]]; then
+        n=$((n + 1)); problems+=("$s: did not finish (the guest timed out or died: see the log)")
+    elif ((end != 0 && n == 0)); then
+        n=1; problems+=("$s: exit $end with no failure counted")
+    fi
+    if [[ -n $end && $s == *-gtest ]] && ! grep -qE '^\[==========\] [0-9]+ tests? from .* ran\.' "$f"; then
+        n=$((n + 1)); problems+=("$s: no gtest summary (crashed?)")
+    fi
+    passed=$((passed + p)) failed=$((failed + n))
+done
+while read -r _ b r; do
+    say "boot $b: $r (contrib/guest.sh: 124 timed out, 125 the guest failed)"
+done < <(grep -h '^matrix-boot ' "$log" || true)
+grep -hE '^\[  FAILED  \] [a-z]|^FAIL (perftest|lanes|mpi|shmem)|Assertion .* failed' \
+    "$stepdir"/* 2>/dev/null | sort -u >&2 || true
+for pr in "${problems[@]}"; do say "$pr"; done
+say "log: $log (each step's part in $stepdir/)"
 echo "$version: $passed passed, $failed failed"
+((failed == 0))
