@@ -74,7 +74,7 @@ guest_main() {
           sed -n 's/.*GID\[ *\([0-9]*\)\]:.*::ffff:.*/\1/p' | head -n 1)
     out=$top/bench-results
     mkdir -p "$out"
-    echo "== UCX $(ucx_info -v | sed -n 's/^# Version //p'), device $dev (GID index ${gid:-?})"
+    echo "== UCX $(ucx_info -v | "$top/contrib/ucx-version.sh"), device $dev (GID index ${gid:-?})"
 
     # name:kind:field:args:raw-tool:raw-args  (field 3 of
     # ucx_perftest's Final: line is the median latency, 7 the overall bandwidth)
@@ -122,7 +122,7 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     if [ "$sweep" = yes ]; then sweep_main; sections="$sections sweep"; fi
     { echo "date=$(date -u '+%F %H:%M UTC')"
       echo "kernel=$(uname -r)"
-      echo "ucx=$(ucx_info -v | sed -n 's/^# Version //p')"
+      echo "ucx=$(ucx_info -v | "$top/contrib/ucx-version.sh")"
       echo "device=$dev"
       echo "commit=$(git -C "$top" --no-optional-locks describe --always --dirty 2>/dev/null || echo unknown)"
       echo "reps=$reps"

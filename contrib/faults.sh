@@ -660,7 +660,7 @@ guest_main() {
         else run_row "${r%%/*}" "${r#*/}"; fi
     done
 
-    echo "== fault bench, $(date -u +%F), UCX $(ucx_info -v | sed -n 's/^# Version //p'), kernel $(uname -r), $(run_kind "$quick" "$soak") run, $(( $(date +%s) - t0 )) s"
+    echo "== fault bench, $(date -u +%F), UCX $(ucx_info -v | "$top/contrib/ucx-version.sh"), kernel $(uname -r), $(run_kind "$quick" "$soak") run, $(( $(date +%s) - t0 )) s"
     echo "   RC timeout $RC_TIMEOUT, $RC_RETRY retries on both transports (UCX_SYNCMEM_RC_*, UCX_RC_*);"
     echo "   syncmem's reconnect (UCX_SYNCMEM_RECONNECT) in this build: $rec."
     echo "   loss for ${LOSS_SECS}s, qp_error for ${QP_SECS}s every $QP_ERROR_INTERVAL; ${POST}s of stream after each fault."
@@ -670,7 +670,7 @@ guest_main() {
     # for contrib/tables.py (faults.sh --markdown)
     { echo "date=$(date -u '+%F %H:%M UTC')"
       echo "kernel=$(uname -r)"
-      echo "ucx=$(ucx_info -v | sed -n 's/^# Version //p')"
+      echo "ucx=$(ucx_info -v | "$top/contrib/ucx-version.sh")"
       echo "kind=$(run_kind "$quick" "$soak")"
       echo "commit=$(git -C "$top" --no-optional-locks describe --always --dirty 2>/dev/null || echo unknown)"
       echo "seconds=$(( $(date +%s) - t0 ))"; } >"$out/faults.meta"
