@@ -40,6 +40,9 @@ lanes, MPI runs; a step that did not finish counts as a failure) and exits
                      e.g. ROOT=\$(contrib/debian-root.sh); built and run
                      chrooted
   --no-guest         host unit tests only
+
+SYNCMEM_CI_LOCK=FILE runs each guest boot under 'flock FILE' (as .ci/run
+does), for machines where several runs share the one guest slot.
 EOF
 }
 say() { echo "$prog: $*" >&2; }
@@ -157,7 +160,8 @@ if [[ $guest == yes ]]; then
         args=(--timeout 2400); [[ $mode == two ]] && args+=(--two-hosts)
         say "guest, $mode host(s)"
         rc=0
-        "$top/contrib/guest.sh" "${args[@]}" -- sh -c "$cmd" >>"$log" 2>&1 || rc=$?
+        lock=(); [[ -n ${SYNCMEM_CI_LOCK:-} ]] && lock=(flock "$SYNCMEM_CI_LOCK")
+        "${lock[@]}" "$top/contrib/guest.sh" "${args[@]}" -- sh -c "$cmd" >>"$log" 2>&1 || rc=$?
         ((rc == 0)) || echo "matrix-boot $mode rc=$rc" >>"$log"
     done
 fi
