@@ -11,15 +11,30 @@
 # the memory lock limit. One line per check, "ok" or "FAIL", and under each
 # failure one line of advice. Exits 0 only when every check passes.
 #
-# Called by syncmem-run, which sets SYNCMEM_RUN (itself), SYNCMEM_LOOPBACK
-# (the loopback program) and SYNCMEM_UCX_VERSION (the UCX the module was
-# built for).
+# With no module where syncmem-run looks for it, it says where it looked,
+# what it found elsewhere (UCX's module directories, UCX_PLUGIN_PATH, the
+# usual prefixes: each with the UCX release it was built for, asked of the
+# module itself) and what to do; a module the running UCX refuses is a
+# failure with the module's own reason.
 #
-case "$1" in -h|--help) sed -n '3,17s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+# Called by syncmem-run, which sets SYNCMEM_RUN (itself), SYNCMEM_LOOPBACK
+# (the loopback program), SYNCMEM_UCX_VERSION (the UCX the module was
+# built for), SYNCMEM_MODULE (the module it loads, there or not),
+# SYNCMEM_MODULE_LOOKED (where it looked, one line each) and
+# SYNCMEM_MODULE_DIR (UCX's module directory), and puts the UCX it runs
+# first in PATH.
+#
+case "$1" in -h|--help) sed -n '3,27s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 run=${SYNCMEM_RUN:?run this through syncmem-run --check}
 loopback=${SYNCMEM_LOOPBACK:?run this through syncmem-run --check}
 built_for=${SYNCMEM_UCX_VERSION:?run this through syncmem-run --check}
+module=${SYNCMEM_MODULE:?run this through syncmem-run --check}
 sys=${SYNCMEM_SYSFS:-/sys}
+# where else to look for a module (a test sets it: the host's own would do):
+# the module directory of the UCX that ucx_info runs, the usual places
+libucs=$(ldd "$(command -v ucx_info 2>/dev/null || echo /nonexistent)" 2>/dev/null |
+         sed -n 's/.*libucs\.so[^ ]* => \([^ ]*\).*/\1/p' | head -1)
+search=${SYNCMEM_CHECK_DIRS-"${libucs:+$(dirname "$libucs")/ucx} /usr/lib/*/ucx /usr/lib/ucx /usr/lib64/ucx /usr/local/lib/ucx /usr/local/lib64/ucx /opt/*/lib/ucx /opt/*/lib64/ucx"}
 failures=0 checks=0
 
 ok()   { checks=$((checks + 1)); printf '  ok    %s\n' "$1"; }
@@ -152,6 +167,10 @@ check_port() { # DEV PORT
         skip "module, registration, loopback: not tried (the port is not active)"
         return
     fi
+    if [ -n "$no_module" ]; then
+        skip "module, registration, loopback: not tried (no module, above)"
+        return
+    fi
     out=$("$run" "$loopback" "$dev:$port" 2>&1)
     # (a here-document, not a pipe: the counts must stay in this shell)
     while IFS= read -r line; do
@@ -178,8 +197,17 @@ $out
 EOF
 }
 
+# release_of MODULE: the UCX release MODULE was built for, as its guard
+# says when loaded into this UCX ("built for UCX X but is loaded into Y"; no
+# such line: it loaded, so this one); empty if ucx_info does not run with it
+release_of() {
+    out=$(LD_PRELOAD="$1${LD_PRELOAD:+:$LD_PRELOAD}" ucx_info -v 2>&1) || return 0
+    r=$(echo "$out" | sed -n 's/^syncmem: .* was built for UCX \([0-9.]*\) but .*/\1/p' | head -1)
+    echo "${r:-$ucx_version}"
+}
+
 echo "syncmem check: module built for UCX $built_for"
-ucx_version=$("$run" ucx_info -v 2>/dev/null |
+ucx_version=$(ucx_info -v 2>/dev/null |
               sed -n 's/^# \(Library version:\|Version\) *\([0-9.]*\).*/\2/p')
 echo "installed UCX"
 if [ -z "$ucx_version" ]; then
@@ -189,6 +217,57 @@ elif [ "$ucx_version" != "$built_for" ]; then
          "install the syncmem package built for UCX $ucx_version, or rebuild syncmem against it"
 else
     ok "UCX $ucx_version, as the module was built for"
+fi
+
+echo "module"
+no_module=
+if [ -f "$module" ]; then
+    # its guard's line, if this UCX is not its release
+    guard=$("$run" ucx_info -v 2>&1 >/dev/null | grep '^syncmem: ' | head -1)
+    if [ -n "$guard" ]; then
+        fail "$module: UCX ${ucx_version:-(unknown)} refuses it: ${guard#syncmem: }" \
+             "install the syncmem built for UCX ${ucx_version:-of this machine} (the package made for its libucx0), or rebuild syncmem against it and 'make install'"
+    else
+        ok "$module loads into UCX ${ucx_version:-(unknown)}"
+    fi
+else
+    no_module=1
+    echo "$SYNCMEM_MODULE_LOOKED" | sed 's/^/        | looked for /'
+    # anywhere else: UCX's own directories, the plugin path, the prefixes
+    dirs="${UCX_MODULE_DIR:-} $(echo "${UCX_PLUGIN_PATH:-}" | tr : ' ') ${SYNCMEM_MODULE_DIR:-} $search"
+    # (the patterns expanded; each directory once, as readlink -f names it)
+    dirs=$(for d in $dirs; do [ -d "$d" ] && readlink -f "$d"; done | awk '!seen[$0]++')
+    echo "        | looked further in: $(echo ${dirs:-nothing: none of those directories exists})"
+    found= same= other=
+    for d in $dirs; do
+        for f in "$d"/libuct_syncmem.so "$d"/libuct_syncmem.so.0; do
+            [ -f "$f" ] || continue
+            real=$(readlink -f "$f")
+            case " $found " in *" $real "*) continue ;; esac
+            found="$found $real"
+            rel=$(release_of "$f")
+            if [ -z "$rel" ]; then
+                echo "        | found $f: ucx_info does not run with it preloaded"
+            elif [ "$rel" = "$ucx_version" ]; then
+                echo "        | found $f: built for UCX $rel, this one"
+                same=${same:-$f}
+            else
+                echo "        | found $f: built for UCX $rel, another release"
+                other=${other:-"$f (UCX $rel)"}
+            fi
+        done
+    done
+    [ -n "$found" ] || echo "        | found no libuct_syncmem.so"
+    if [ -n "$same" ]; then
+        fail "no module at $module, but $same is one for this UCX" \
+             "use it: SYNCMEM_LIB=$same syncmem-run ...; or install syncmem where this syncmem-run looks ('make install', or the package)"
+    elif [ -n "$other" ]; then
+        fail "no module for UCX ${ucx_version:-(unknown)}; only another release's: $other" \
+             "install the syncmem built for UCX ${ucx_version:-of this machine} (the package made for its libucx0), or build it: ./configure (--with-ucx=PREFIX for a UCX in its own prefix) && make && make install"
+    else
+        fail "no module: libuct_syncmem.so is nowhere" \
+             "install the syncmem package built for UCX ${ucx_version:-of this machine}, or build and install it: contrib/bootstrap.sh && make install (in the build tree: 'make' builds it)"
+    fi
 fi
 
 ports=
