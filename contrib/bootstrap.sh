@@ -39,7 +39,8 @@ pkgs="libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
 # changes nothing outside the tree, so they are added here.
 if [ "$install" = yes ]; then
     config/apt-install.sh $pkgs
-    config/apt-deb-src.sh
+    config/apt-deb-src.sh ||
+        echo "bootstrap.sh: no deb-src entries (see above): configure can fetch UCX's source only with them, or takes --with-ucx-src=DIR" >&2
 fi
 
 [ -x configure ] || ./autogen.sh
