@@ -41,7 +41,8 @@ struct syncmem_peer : syncmem_test {
         if (connect_to_addr(iface, unhex(dev), unhex(ifa), &ep) != UCS_OK) {
             return false;
         }
-        while (uct_iface_flush(iface, 0, NULL) != UCS_OK) {
+        wait_bound bound("the peer's connection (iface flush)");
+        while ((uct_iface_flush(iface, 0, NULL) != UCS_OK) && bound()) {
             uct_worker_progress(m_worker);
         }
         return true;

@@ -58,10 +58,16 @@ protected:
         uct_worker_progress(m_worker);
     }
 
-    // Retries op while it answers NO_RESOURCE, progressing in between.
-    template <typename F> ucs_status_t retry(F op) {
+    // Retries op while it answers NO_RESOURCE, progressing in between;
+    // TIMED_OUT (and a failure naming what) after the hang guard's bound.
+    template <typename F>
+    ucs_status_t retry(F op, const char *what = "resources to post on") {
+        wait_bound bound(what);
         ucs_status_t status;
         while ((status = op()) == UCS_ERR_NO_RESOURCE) {
+            if (!bound()) {
+                return UCS_ERR_TIMED_OUT;
+            }
             progress();
         }
         return status;
@@ -70,11 +76,11 @@ protected:
     void flush(uct_ep_h ep) {
         uct_completion_t comp = { nullptr, 1, UCS_OK };
         comp.func = [](uct_completion_t *c) {};
-        ucs_status_t status = retry([&] { return uct_ep_flush(ep, 0, &comp); });
+        ucs_status_t status = retry([&] { return uct_ep_flush(ep, 0, &comp); },
+                                    "resources to flush an endpoint");
         if (status == UCS_INPROGRESS) {
-            while (comp.count > 0) {
-                progress();
-            }
+            ASSERT_TRUE(wait_for("an endpoint flush to complete",
+                                 [&] { return comp.count == 0; }));
             status = comp.status;
         }
         ASSERT_EQ(UCS_OK, status);

@@ -11,12 +11,58 @@ extern "C" {
 #include <ucs/async/async.h>
 }
 
+#include <chrono>
 #include <cstdlib>
 #include <deque>
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
+
+// A hang guard for one wait in a test, not a performance limit: true while
+// the wait may go on; once it has lasted SYNCMEM_TEST_WAIT_S seconds
+// (default 60), it records a failure that names what was waited for, and is
+// false from then on. A wait reads
+//     wait_bound bound("the flush's completion");
+//     while ((comp.count > 0) && bound()) { progress(); }
+class wait_bound {
+public:
+    explicit wait_bound(std::string what) :
+        m_what(std::move(what)), m_seconds(limit()),
+        m_deadline(std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::duration<double>(m_seconds))) {
+    }
+
+    bool operator()() {
+        if (m_expired) {
+            return false;
+        }
+        if (std::chrono::steady_clock::now() < m_deadline) {
+            return true;
+        }
+        m_expired = true;
+        ADD_FAILURE() << "gave up waiting for " << m_what << " after "
+                      << m_seconds << " s (a hang guard: SYNCMEM_TEST_WAIT_S)";
+        return false;
+    }
+
+    bool expired() const {
+        return m_expired;
+    }
+
+    static double limit() {
+        const char *s = getenv("SYNCMEM_TEST_WAIT_S");
+        double v      = s ? atof(s) : 0;
+        return (v > 0) ? v : 60;
+    }
+
+private:
+    std::string                           m_what;
+    double                                m_seconds;
+    std::chrono::steady_clock::time_point m_deadline;
+    bool                                  m_expired = false;
+};
 
 class syncmem_test : public testing::Test {
 protected:
@@ -196,6 +242,21 @@ protected:
         std::vector<uint8_t> dev, ifa;
         get_addresses(to, &dev, &ifa);
         return connect_to_addr(from, dev, ifa, ep_p);
+    }
+
+    // Progresses worker (default: the fixture's) until done() holds; after
+    // the hang guard's bound (wait_bound), a failure naming what, and false.
+    template <typename P>
+    bool wait_for(const std::string &what, P done,
+                  uct_worker_h worker = nullptr) {
+        wait_bound bound(what);
+        while (!done()) {
+            if (!bound()) {
+                return false;
+            }
+            uct_worker_progress(worker ? worker : m_worker);
+        }
+        return true;
     }
 
     // Endpoint errors reported to the iface error handler, in order.

@@ -67,14 +67,16 @@ protected:
     }
 
     void wait_for(size_t count) {
-        while (m_sink.msgs.size() < count) {
+        wait_bound bound("active messages to arrive (" + std::to_string(count) + ")");
+        while ((m_sink.msgs.size() < count) && bound()) {
             uct_worker_progress(m_worker);
         }
     }
 
     template <typename F> ucs_status_t retry(F op) {
         ucs_status_t status;
-        while ((status = op()) == UCS_ERR_NO_RESOURCE) {
+        wait_bound bound("resources to post an active message");
+        while (((status = op()) == UCS_ERR_NO_RESOURCE) && bound()) {
             uct_worker_progress(m_worker);
         }
         return status;
@@ -149,8 +151,9 @@ TEST_F(syncmem_am_test, bcopy_sizes)
         std::vector<uint8_t> v(len);
         pattern(v, len);
         ssize_t packed;
-        while ((packed = uct_ep_am_bcopy(m_ep, AM_ID, pack_vec, &v, 0)) ==
-               UCS_ERR_NO_RESOURCE) {
+        wait_bound bound("resources for an am_bcopy");
+        while (((packed = uct_ep_am_bcopy(m_ep, AM_ID, pack_vec, &v, 0)) ==
+               UCS_ERR_NO_RESOURCE) && bound()) {
             uct_worker_progress(m_worker);
         }
         ASSERT_EQ((ssize_t)len, packed);
@@ -183,7 +186,8 @@ TEST_F(syncmem_am_test, zcopy_header_and_iov)
                                2, 0, &comp);
     }));
     wait_for(1);
-    while (comp.count > 0) {
+    wait_bound bound("the am_zcopy's completion");
+    while ((comp.count > 0) && bound()) {
         uct_worker_progress(m_worker);
     }
     EXPECT_EQ(UCS_OK, comp.status);
@@ -239,7 +243,8 @@ TEST_F(syncmem_am_test, slow_receiver_loses_nothing)
     const uint64_t count = 500;
     uint64_t sent = 0;
     int stalled = 0;
-    while (sent < count) {
+    wait_bound bound("resources to send 500 active messages to the slow receiver");
+    while ((sent < count) && bound()) {
         ucs_status_t s = uct_ep_am_short(ep, AM_ID, sent, NULL, 0);
         if (s == UCS_OK) {
             ++sent;
@@ -251,7 +256,8 @@ TEST_F(syncmem_am_test, slow_receiver_loses_nothing)
             uct_worker_progress(worker);      // now and then, the receiver
         }
     }
-    while (sink.msgs.size() < count) {
+    wait_bound bound2("the 500 active messages at the slow receiver");
+    while ((sink.msgs.size() < count) && bound2()) {
         uct_worker_progress(worker);
         uct_worker_progress(m_worker);
     }
@@ -290,7 +296,8 @@ TEST_F(syncmem_am_test, am_alignment_is_respected)
             return uct_ep_am_short(ep, AM_ID, i, NULL, 0);
         }));
     }
-    while (sink.msgs.size() < 40) {
+    wait_bound bound("40 active messages to arrive");
+    while ((sink.msgs.size() < 40) && bound()) {
         uct_worker_progress(m_worker);
     }
     EXPECT_FALSE(sink.misaligned);

@@ -53,7 +53,8 @@ protected:
                 uct_ep_atomic32_post(m_ep, (uct_atomic_op_t)op, value, addr, rkey);
         });
         if (status == UCS_INPROGRESS) {
-            while (comp.count > 0) {
+            wait_bound bound("the atomic's completion");
+            while ((comp.count > 0) && bound()) {
                 progress();
             }
             status = comp.status;
@@ -62,7 +63,8 @@ protected:
             uct_completion_t fcomp = { [](uct_completion_t*) {}, 1, UCS_OK };
             status = retry([&] { return uct_ep_flush(m_ep, 0, &fcomp); });
             if (status == UCS_INPROGRESS) {
-                while (fcomp.count > 0) {
+                wait_bound bound("the flush after an atomic");
+                while ((fcomp.count > 0) && bound()) {
                     progress();
                 }
                 status = fcomp.status;
@@ -191,7 +193,8 @@ TEST_F(syncmem_amo_test, contention_loses_no_update)
         }
     }
     --comp.count;
-    while (comp.count > 0) {
+    wait_bound bound("the atomics' completions");
+    while ((comp.count > 0) && bound()) {
         progress();
     }
     ASSERT_EQ(UCS_OK, comp.status);
@@ -207,20 +210,22 @@ TEST_F(syncmem_amo_test, contention_loses_no_update)
     for (int e = 0; e < n_eps; ++e) {
         for (int i = 0; i < 20; ++i) {
             uint64_t seen = now, got;
+            wait_bound swaps("a compare-and-swap that finds what it read");
             do {
                 uct_completion_t c = { [](uct_completion_t*) {}, 1, UCS_OK };
                 ASSERT_EQ(UCS_INPROGRESS, retry([&] {
                     return uct_ep_atomic_cswap64(eps[e], seen, seen + 1, addr,
                                                  rkey, &got, &c);
                 }));
-                while (c.count > 0) {
+                wait_bound bound("a compare-and-swap's completion");
+                while ((c.count > 0) && bound()) {
                     progress();
                 }
                 if (got == seen) {
                     break;
                 }
                 seen = got;
-            } while (true);
+            } while (swaps());
             now = seen + 1;
         }
     }

@@ -55,7 +55,8 @@ protected:
     // Waits for an operation that may complete later.
     ucs_status_t wait(ucs_status_t status, uct_completion_t *comp) {
         if (status == UCS_INPROGRESS) {
-            while (comp->count > 0) {
+            wait_bound bound("an operation on the bounds test's target to complete");
+            while ((comp->count > 0) && bound()) {
                 progress();
             }
             status = comp->status;

@@ -173,7 +173,8 @@ TEST_F(syncmem_dmabuf_test, register_and_move_data)
         return uct_ep_get_zcopy(m_ep, &giov, 1, (uintptr_t)m_map + 4096,
                                 rkey.rkey, &comp);
     });
-    while ((status == UCS_INPROGRESS) && (comp.count > 0)) {
+    wait_bound bound("the get_zcopy out of the dma-buf");
+    while (((status == UCS_INPROGRESS) && (comp.count > 0)) && bound()) {
         progress();
     }
     EXPECT_EQ(0x5a, dst->data[0]);

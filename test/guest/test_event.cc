@@ -50,8 +50,9 @@ protected:
 
     void send() {
         ucs_status_t status;
-        while ((status = uct_ep_am_short(m_ep, AM_ID, 0, NULL, 0)) ==
-               UCS_ERR_NO_RESOURCE) {
+        wait_bound bound("resources to send an active message");
+        while (((status = uct_ep_am_short(m_ep, AM_ID, 0, NULL, 0)) ==
+               UCS_ERR_NO_RESOURCE) && bound()) {
             uct_worker_progress(m_worker);
         }
         ASSERT_EQ(UCS_OK, status);
@@ -62,7 +63,8 @@ protected:
     // the receiver drains until nothing is left and arming succeeds
     void drain_and_arm(uct_iface_h iface, uct_worker_h worker, unsigned ev) {
         ucs_status_t status;
-        while ((status = uct_iface_event_arm(iface, ev)) == UCS_ERR_BUSY) {
+        wait_bound bound("the receiver to drain (uct_iface_event_arm busy)");
+        while (((status = uct_iface_event_arm(iface, ev)) == UCS_ERR_BUSY) && bound()) {
             uct_worker_progress(worker);
         }
         ASSERT_EQ(UCS_OK, status);
@@ -71,7 +73,8 @@ protected:
     void send_and_receive() {
         int before = m_received;
         send();
-        while (m_received == before) {
+        wait_bound bound("the message to arrive");
+        while ((m_received == before) && bound()) {
             uct_worker_progress(m_worker);
             uct_worker_progress(m_rx_worker);
         }
@@ -105,7 +108,8 @@ TEST_F(syncmem_event_test, remote_message_wakes_the_receiver)
         ASSERT_TRUE(readable(m_rx_fd, 20000)) << "no wakeup for a message";
         // the event is pending: arming again says busy
         EXPECT_EQ(UCS_ERR_BUSY, uct_iface_event_arm(m_receiver, UCT_EVENT_RECV));
-        while (m_received == before) {
+        wait_bound bound("the message to arrive after the wakeup");
+        while ((m_received == before) && bound()) {
             uct_worker_progress(m_rx_worker);
             uct_worker_progress(m_worker);
         }
@@ -122,16 +126,19 @@ TEST_F(syncmem_event_test, arm_is_busy_when_work_is_waiting)
     // make sure it landed: the sender's flush completes after the receive
     uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
     ucs_status_t status;
-    while ((status = uct_ep_flush(m_ep, 0, &comp)) == UCS_ERR_NO_RESOURCE) {
+    wait_bound bound("resources to flush the endpoint");
+    while (((status = uct_ep_flush(m_ep, 0, &comp)) == UCS_ERR_NO_RESOURCE) && bound()) {
         uct_worker_progress(m_worker);
     }
-    while ((status == UCS_INPROGRESS) && (comp.count > 0)) {
+    wait_bound bound2("the flush to complete");
+    while (((status == UCS_INPROGRESS) && (comp.count > 0)) && bound2()) {
         uct_worker_progress(m_worker);
     }
     // the first arm's event fired; also a fresh arm must not sleep on it
     EXPECT_EQ(UCS_ERR_BUSY, uct_iface_event_arm(m_receiver, UCT_EVENT_RECV));
     EXPECT_EQ(UCS_ERR_BUSY, uct_iface_event_arm(m_receiver, UCT_EVENT_RECV));
-    while (m_received == before) {
+    wait_bound bound3("the message to arrive at the receiver");
+    while ((m_received == before) && bound3()) {
         uct_worker_progress(m_rx_worker);
     }
     drain_and_arm(m_receiver, m_rx_worker, UCT_EVENT_RECV);
@@ -157,7 +164,8 @@ TEST_F(syncmem_event_test, own_send_completion_wakes_the_sender)
                                                (uintptr_t)dst.data(), rkey.rkey,
                                                &comp));
     EXPECT_TRUE(readable(m_tx_fd, 20000)) << "no wakeup for a send completion";
-    while (comp.count > 0) {
+    wait_bound bound("the put's completion");
+    while ((comp.count > 0) && bound()) {
         uct_worker_progress(m_worker);
     }
     EXPECT_EQ(src, dst);

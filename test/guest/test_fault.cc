@@ -110,9 +110,10 @@ protected:
 
     ssize_t put_bcopy(uct_ep_h ep, uint64_t v, buffer *dst, size_t index) {
         ssize_t len;
-        while ((len = uct_ep_put_bcopy(ep, pack_u64, &v,
+        wait_bound bound("resources for a put_bcopy");
+        while (((len = uct_ep_put_bcopy(ep, pack_u64, &v,
                                        (uintptr_t)dst->data.data() + index * 8,
-                                       dst->rkey.rkey)) == UCS_ERR_NO_RESOURCE) {
+                                       dst->rkey.rkey)) == UCS_ERR_NO_RESOURCE) && bound()) {
             progress();
         }
         return len;
@@ -133,7 +134,8 @@ TEST_F(syncmem_fault_test, flush_cancel_after_completed_put_returns)
 {
     buffer *dst = alloc(64, 0);
     ASSERT_EQ(8, put_bcopy(m_ep, 0x1234, dst, 0));
-    while (word(dst, 0) != 0x1234) {
+    wait_bound bound("the put of 0x1234 to land");
+    while ((word(dst, 0) != 0x1234) && bound()) {
         progress(); // landed
     }
 
@@ -148,7 +150,8 @@ TEST_F(syncmem_fault_test, flush_cancel_with_completion_after_completed_put)
 {
     buffer *dst = alloc(64, 0);
     ASSERT_EQ(8, put_bcopy(m_ep, 0x5678, dst, 0));
-    while (word(dst, 0) != 0x5678) {
+    wait_bound bound("the put of 0x5678 to land");
+    while ((word(dst, 0) != 0x5678) && bound()) {
         progress();
     }
 

@@ -116,7 +116,8 @@ TEST_F(syncmem_flood_test, iface_serves_real_peers_under_a_flood)
     unsigned max_passive = 0, i = 0;
     uct_ep_h late        = nullptr;
     int status, done     = 0;
-    while (!done) {
+    wait_bound bound("cm_flood to exit (the flood to end)");
+    while ((!done) && bound()) {
         put_and_check(m_ep, dst, 100 + i);
         if ((++i == 20) && (late == nullptr)) {
             late = connect(m_sender, m_receiver);

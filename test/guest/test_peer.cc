@@ -6,6 +6,7 @@ extern "C" {
 }
 
 #include <csignal>
+#include <poll.h>
 #include <cstring>
 #include <sstream>
 #include <sys/wait.h>
@@ -80,7 +81,15 @@ protected:
 
         std::string line;
         char c;
-        while ((read(fds[0], &c, 1) == 1) && (c != '\n')) {
+        struct pollfd pfd = { fds[0], POLLIN, 0 };
+        wait_bound bound("the peer process to print its address");
+        while (bound()) {
+            if (poll(&pfd, 1, 100) == 0) {
+                continue;
+            }
+            if ((read(fds[0], &c, 1) != 1) || (c == '\n')) {
+                break;
+            }
             line += c;
         }
         close(fds[0]);
@@ -137,8 +146,9 @@ TEST_F(syncmem_peer_test, killed_peer_fails_outstanding_ops_and_ep)
     int posted = 0;
     for (; posted < 40; ++posted) {
         ucs_status_t status;
-        while ((status = uct_ep_put_zcopy(ep, &iov, 1, peer->addr, rkey.rkey,
-                                          &comp)) == UCS_ERR_NO_RESOURCE) {
+        wait_bound bound("resources to put to the peer");
+        while (((status = uct_ep_put_zcopy(ep, &iov, 1, peer->addr, rkey.rkey,
+                                          &comp)) == UCS_ERR_NO_RESOURCE) && bound()) {
             uct_worker_progress(m_worker);
         }
         if (status != UCS_INPROGRESS) {
@@ -151,7 +161,8 @@ TEST_F(syncmem_peer_test, killed_peer_fails_outstanding_ops_and_ep)
     }
     --comp.count;
 
-    while (comp.count > 0) {
+    wait_bound bound("the puts to the killed peer to complete");
+    while ((comp.count > 0) && bound()) {
         uct_worker_progress(m_worker);
     }
     EXPECT_NE(UCS_OK, comp.status) << "every transfer succeeded after the kill";
@@ -167,12 +178,14 @@ TEST_F(syncmem_peer_test, killed_peer_fails_outstanding_ops_and_ep)
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, again->rkey.data(), &rkey));
     uct_completion_t comp2 = { [](uct_completion_t*) {}, 1, UCS_OK };
     ucs_status_t status;
-    while ((status = uct_ep_put_zcopy(ep2, &iov, 1, again->addr, rkey.rkey,
-                                      &comp2)) == UCS_ERR_NO_RESOURCE) {
+    wait_bound bound2("resources to put to the new peer");
+    while (((status = uct_ep_put_zcopy(ep2, &iov, 1, again->addr, rkey.rkey,
+                                      &comp2)) == UCS_ERR_NO_RESOURCE) && bound2()) {
         uct_worker_progress(m_worker);
     }
     ASSERT_EQ(UCS_INPROGRESS, status);
-    while (comp2.count > 0) {
+    wait_bound bound3("the put to the new peer to complete");
+    while ((comp2.count > 0) && bound3()) {
         uct_worker_progress(m_worker);
     }
     EXPECT_EQ(UCS_OK, comp2.status);
@@ -192,11 +205,13 @@ TEST_F(syncmem_peer_test, ep_check_detects_a_dead_idle_peer)
     peer_proc *peer = start_peer();
     uct_ep_h ep = connect_to(iface, peer);
     // connected and alive
-    while (uct_iface_flush(iface, 0, NULL) == UCS_INPROGRESS) {
+    wait_bound bound("the connection to the peer (iface flush)");
+    while ((uct_iface_flush(iface, 0, NULL) == UCS_INPROGRESS) && bound()) {
         uct_worker_progress(m_worker);
     }
     ASSERT_EQ(UCS_OK, uct_ep_check(ep, 0, NULL));
-    while (uct_iface_flush(iface, 0, NULL) == UCS_INPROGRESS) {
+    wait_bound bound4("the iface flush after uct_ep_check");
+    while ((uct_iface_flush(iface, 0, NULL) == UCS_INPROGRESS) && bound4()) {
         uct_worker_progress(m_worker);
     }
     EXPECT_TRUE(m_errors.empty());
@@ -204,7 +219,8 @@ TEST_F(syncmem_peer_test, ep_check_detects_a_dead_idle_peer)
     kill_peer(peer);
 
     ASSERT_EQ(UCS_OK, uct_ep_check(ep, 0, NULL));
-    while (m_errors.empty()) {
+    wait_bound bound5("the error for the killed peer (uct_ep_check)");
+    while ((m_errors.empty()) && bound5()) {
         uct_worker_progress(m_worker);
     }
     EXPECT_EQ(ep, m_errors[0].first);

@@ -68,18 +68,21 @@ void put_and_check(uct_worker_h worker, uct_component_h component,
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(component, packed.data(), &rkey));
 
     ucs_status_t status;
-    while ((status = uct_ep_put_short(ep, &value, sizeof(value),
+    wait_bound bound("resources for a put_short");
+    while (((status = uct_ep_put_short(ep, &value, sizeof(value),
                                       (uintptr_t)&target, rkey.rkey)) ==
-           UCS_ERR_NO_RESOURCE) {
+           UCS_ERR_NO_RESOURCE) && bound()) {
         uct_worker_progress(worker);
     }
     EXPECT_EQ(UCS_OK, status);
     uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
-    while ((status = uct_ep_flush(ep, 0, &comp)) == UCS_ERR_NO_RESOURCE) {
+    wait_bound bound2("resources to flush the endpoint");
+    while (((status = uct_ep_flush(ep, 0, &comp)) == UCS_ERR_NO_RESOURCE) && bound2()) {
         uct_worker_progress(worker);
     }
     if (status == UCS_INPROGRESS) {
-        while (comp.count > 0) {
+        wait_bound bound("the flush to complete");
+        while ((comp.count > 0) && bound()) {
             uct_worker_progress(worker);
         }
         status = comp.status;

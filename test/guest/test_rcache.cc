@@ -85,7 +85,8 @@ protected:
         uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
         status = uct_ep_flush(ep, 0, &comp);
         if (status == UCS_INPROGRESS) {
-            while (comp.count > 0) {
+            wait_bound bound("the flush to complete");
+            while ((comp.count > 0) && bound()) {
                 progress();
             }
             status = comp.status;

@@ -86,6 +86,7 @@ TEST_F(syncmem_rma_test, put_bcopy_sizes)
         fill_pattern(src.data() + 5, len, len);
         pack_arg arg = { src.data() + 5, len };
         ssize_t packed;
+        wait_bound bound("resources for a put_bcopy");
         do {
             packed = uct_ep_put_bcopy(m_ep, pack_cb, &arg,
                                       (uintptr_t)dst->data.data() + 3,
@@ -93,7 +94,7 @@ TEST_F(syncmem_rma_test, put_bcopy_sizes)
             if (packed == UCS_ERR_NO_RESOURCE) {
                 progress();
             }
-        } while (packed == UCS_ERR_NO_RESOURCE);
+        } while ((packed == UCS_ERR_NO_RESOURCE) && bound());
         ASSERT_EQ((ssize_t)len, packed);
         flush(m_ep);
         ASSERT_EQ(0, memcmp(dst->data.data() + 3, src.data() + 5, len)) << len;
@@ -126,7 +127,8 @@ TEST_F(syncmem_rma_test, put_zcopy_multi_sge)
                                 dst->rkey.rkey, &comp);
     });
     ASSERT_EQ(UCS_INPROGRESS, status);
-    while (comp.count > 0) {
+    wait_bound bound("the put_zcopy's completion");
+    while ((comp.count > 0) && bound()) {
         progress();
     }
     EXPECT_EQ(UCS_OK, comp.status);
@@ -163,7 +165,8 @@ TEST_F(syncmem_rma_test, get_bcopy_sizes)
                                     (uintptr_t)src->data.data() + 7,
                                     src->rkey.rkey, &comp);
         })) << len;
-        while (comp.count > 0) {
+        wait_bound bound("the get_zcopy's completion");
+        while ((comp.count > 0) && bound()) {
             progress();
         }
         EXPECT_EQ(UCS_OK, comp.status);
@@ -194,7 +197,8 @@ TEST_F(syncmem_rma_test, get_zcopy_multi_sge)
                                 (uintptr_t)src->data.data(), src->rkey.rkey,
                                 &comp);
     }));
-    while (comp.count > 0) {
+    wait_bound bound("the get's completion");
+    while ((comp.count > 0) && bound()) {
         progress();
     }
     ASSERT_EQ(UCS_OK, comp.status);
@@ -309,7 +313,8 @@ TEST_F(syncmem_rma_test, iface_flush_covers_every_endpoint)
         return uct_iface_flush(m_sender, 0, &comp);
     });
     if (status == UCS_INPROGRESS) {
-        while (comp.count > 0) {
+        wait_bound bound("the iface flush to complete");
+        while ((comp.count > 0) && bound()) {
             progress();
         }
         status = comp.status;
@@ -319,7 +324,8 @@ TEST_F(syncmem_rma_test, iface_flush_covers_every_endpoint)
     EXPECT_EQ(0, memcmp(d2->data.data(), src->data.data(), size));
 
     // and without a completion: poll until it says done
-    while (uct_iface_flush(m_sender, 0, NULL) == UCS_INPROGRESS) {
+    wait_bound bound("the iface flush (no completion) to say done");
+    while ((uct_iface_flush(m_sender, 0, NULL) == UCS_INPROGRESS) && bound()) {
         progress();
     }
 }
@@ -343,7 +349,8 @@ TEST_F(syncmem_rma_test, flush_cancel_completes_everything)
     ucs_status_t status = uct_ep_flush(m_ep, UCT_FLUSH_FLAG_CANCEL, &fcomp);
     ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS))
             << ucs_status_string(status);
-    while ((comp.count > 0) || ((status == UCS_INPROGRESS) && (fcomp.count > 0))) {
+    wait_bound bound("the canceled puts and the canceling flush to complete");
+    while (((comp.count > 0) || ((status == UCS_INPROGRESS) && (fcomp.count > 0))) && bound()) {
         progress();
     }
     // each op either finished before the cancel or was canceled
@@ -377,7 +384,8 @@ TEST_F(syncmem_rma_test, remote_access_error_fails_one_endpoint)
     uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
     ucs_status_t status = uct_ep_flush(m_ep, 0, &comp);
     if (status == UCS_INPROGRESS) {
-        while (comp.count > 0) {
+        wait_bound bound("the flush to complete");
+        while ((comp.count > 0) && bound()) {
             progress();
         }
         status = comp.status;
@@ -424,7 +432,8 @@ TEST_F(syncmem_rma_test, connect_to_missing_iface_times_out)
 
     uint64_t v = 1;
     ucs_status_t status;
-    while ((status = uct_ep_put_short(ep, &v, 8, 0, 0)) == UCS_ERR_NO_RESOURCE) {
+    wait_bound bound("resources for a put_short on the dead endpoint");
+    while (((status = uct_ep_put_short(ep, &v, 8, 0, 0)) == UCS_ERR_NO_RESOURCE) && bound()) {
         progress();
     }
     EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, status);
@@ -460,7 +469,8 @@ TEST_F(syncmem_rma_test, doorbell_batch_waits_for_progress_or_a_full_batch)
     ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
                                  {{"TX_DB_BATCH", "8"}}));
     uct_ep_h ep = connect(iface, m_receiver);
-    while (uct_iface_flush(iface, 0, NULL) == UCS_INPROGRESS) {
+    wait_bound bound("the connection (iface flush)");
+    while ((uct_iface_flush(iface, 0, NULL) == UCS_INPROGRESS) && bound()) {
         progress(); // connected
     }
     buffer *dst = alloc(64 * 8, 0);

@@ -174,7 +174,8 @@ protected:
 
     template <typename F> ucs_status_t retry(F op) {
         ucs_status_t status;
-        while ((status = op()) == UCS_ERR_NO_RESOURCE) {
+        wait_bound bound("resources to post an operation");
+        while (((status = op()) == UCS_ERR_NO_RESOURCE) && bound()) {
             progress();
         }
         return status;
@@ -182,7 +183,8 @@ protected:
 
     template <typename F> ssize_t retry_bcopy(F op) {
         ssize_t ret;
-        while ((ret = op()) == UCS_ERR_NO_RESOURCE) {
+        wait_bound bound("resources for a bcopy");
+        while (((ret = op()) == UCS_ERR_NO_RESOURCE) && bound()) {
             progress();
         }
         return ret;

@@ -91,9 +91,10 @@ protected:
         ucs_status_t status;
         for (uint64_t i = 0; i < mem.size(); ++i) {
             uint64_t v = i + 1;
-            while ((status = uct_ep_put_short(ep, &v, 8,
+            wait_bound bound("resources for a put_short");
+            while (((status = uct_ep_put_short(ep, &v, 8,
                                               (uintptr_t)&mem[i], rkey)) ==
-                   UCS_ERR_NO_RESOURCE) {
+                   UCS_ERR_NO_RESOURCE) && bound()) {
                 uct_worker_progress(m_worker);
             }
             if (status != UCS_OK) {
@@ -101,11 +102,13 @@ protected:
             }
         }
         uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
-        while ((status = uct_ep_flush(ep, 0, &comp)) == UCS_ERR_NO_RESOURCE) {
+        wait_bound bound("resources to flush the endpoint");
+        while (((status = uct_ep_flush(ep, 0, &comp)) == UCS_ERR_NO_RESOURCE) && bound()) {
             uct_worker_progress(m_worker);
         }
         if (status == UCS_INPROGRESS) {
-            while (comp.count > 0) {
+            wait_bound bound("the flush to complete");
+            while ((comp.count > 0) && bound()) {
                 uct_worker_progress(m_worker);
             }
             status = comp.status;
@@ -247,7 +250,8 @@ TEST_F(syncmem_wire_test, link_outage_shorter_than_the_deadline_loses_nothing)
     };
     auto retry = [&](std::function<ucs_status_t()> op) {
         ucs_status_t status;
-        while ((status = op()) == UCS_ERR_NO_RESOURCE) {
+        wait_bound bound("resources to post an operation");
+        while (((status = op()) == UCS_ERR_NO_RESOURCE) && bound()) {
             progress();
         }
         return status;
@@ -267,7 +271,8 @@ TEST_F(syncmem_wire_test, link_outage_shorter_than_the_deadline_loses_nothing)
     }
     uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
     ucs_status_t status = retry([&] { return uct_ep_flush(ep, 0, &comp); });
-    while ((status == UCS_INPROGRESS) && (comp.count > 0)) {
+    wait_bound bound("the flush to complete");
+    while (((status == UCS_INPROGRESS) && (comp.count > 0)) && bound()) {
         progress();
     }
     EXPECT_EQ(UCS_OK, (status == UCS_INPROGRESS) ? comp.status : status);
@@ -377,8 +382,9 @@ TEST_F(syncmem_wire_test, netdev_down_and_up_loses_nothing)
     ucs_status_t status;
     for (uint64_t i = 0; i < mem.size(); ++i) {
         uint64_t v = i + 1;
-        while ((status = uct_ep_put_short(ep, &v, 8, (uintptr_t)&mem[i],
-                                          rkey)) == UCS_ERR_NO_RESOURCE) {
+        wait_bound bound("resources for a put_short while the link is down");
+        while (((status = uct_ep_put_short(ep, &v, 8, (uintptr_t)&mem[i],
+                                          rkey)) == UCS_ERR_NO_RESOURCE) && bound()) {
             uct_worker_progress(m_worker);
             if (!up && (ucs_time_to_sec(ucs_get_time() - down) > 1.0)) {
                 ASSERT_EQ(0, system(("ip link set " + m_net[0] + " up && ip"
@@ -394,7 +400,8 @@ TEST_F(syncmem_wire_test, netdev_down_and_up_loses_nothing)
     }
     uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
     status = uct_ep_flush(ep, 0, &comp);
-    while ((status == UCS_INPROGRESS) && (comp.count > 0)) {
+    wait_bound bound("the flush to complete");
+    while (((status == UCS_INPROGRESS) && (comp.count > 0)) && bound()) {
         uct_worker_progress(m_worker);
     }
     EXPECT_EQ(UCS_OK, (status == UCS_INPROGRESS) ? comp.status : status);
