@@ -47,6 +47,11 @@ protected:
     void SetUp() override {
         syncmem_rma_test::SetUp();
         m_drm = open_vgem();
+        const char *mode = getenv("SYNCMEM_GUEST_MODE");
+        if ((m_drm < 0) && (mode != nullptr) && !strcmp(mode, "host")) {
+            GTEST_SKIP() << "no vgem device, the dma-buf exporter this test"
+                            " uses (modprobe vgem)";
+        }
         ASSERT_GE(m_drm, 0) << "no vgem device: contrib/guest-init.sh loads"
                                " the vgem module for this test";
     }
@@ -113,7 +118,8 @@ protected:
 
 // Either the device takes the dma-buf and data moves through it both ways,
 // or it refuses it the way the MD's probe predicted, with UNSUPPORTED and
-// the driver's own error (rxe in Linux 6.1: EOPNOTSUPP, printed).
+// the driver's own error (rxe: EOPNOTSUPP, printed); then, with no data
+// moved, the test is reported skipped, with that reason.
 TEST_F(syncmem_dmabuf_test, register_and_move_data)
 {
     export_buffer(64 * 1024);
@@ -145,7 +151,9 @@ TEST_F(syncmem_dmabuf_test, register_and_move_data)
     if (mr == nullptr) {
         EXPECT_EQ(EOPNOTSUPP, err) << strerror(err);
         EXPECT_EQ(UCS_ERR_UNSUPPORTED, status) << ucs_status_string(status);
-        return;
+        GTEST_SKIP() << m_md_name << " refuses dma-bufs (ibv_reg_dmabuf_mr: "
+                     << strerror(err) << ", and syncmem says UNSUPPORTED as"
+                     << " its probe predicted): no data moved through one";
     }
 
     ASSERT_EQ(UCS_OK, status);
