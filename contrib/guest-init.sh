@@ -29,6 +29,8 @@ $bb mount -t sysfs sys /sys
 $bb mount -t devtmpfs dev /dev
 $bb mkdir -p /dev/pts /dev/shm
 $bb mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
+# what udev would add: bash's <(...) needs /dev/fd
+$bb ln -s /proc/self/fd /dev/fd
 $bb mount -t tmpfs -o mode=1777 tmp /dev/shm
 # ttyS0 is the console (kernel messages, a log on the host); COMMAND's
 # stdout is ttyS1, its stderr ttyS2.  No \n -> \r\n translation, so what the

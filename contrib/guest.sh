@@ -18,7 +18,8 @@ usage: contrib/guest.sh [options] -- COMMAND [ARGS...]
 
 Boot a qemu guest with Soft-RoCE devices and run COMMAND in it (in the current
 directory, which should be inside the shared directory).  Exits with COMMAND's
-status; 124 on timeout; 125 if the guest itself failed.
+status; 124 on timeout; 125 if the guest itself failed; 77 (skipped) for
+--two-hosts under SYNCMEM_GUEST=none on a machine with one active port.
 
 options:
   --kernel 6.1|6.12 the guest kernel (default \$SYNCMEM_GUEST_KERNEL or 6.1):
@@ -40,7 +41,15 @@ options:
   -h, --help        this text
 
 environment:
-  SYNCMEM_GUEST=none       run COMMAND directly on the host (real HCA)
+  SYNCMEM_GUEST=none       run COMMAND directly on this machine, on its
+                           real device (an HCA), with the variables below
+                           for its ports; --kernel is ignored
+  SYNCMEM_DEVICE=DEV:PORT  with none: the port that plays rxe0 (default: the
+                           first active port ibv_devinfo shows)
+  SYNCMEM_DEVICE2=DEV:PORT with none: the port that plays rxe1 for
+                           --two-hosts (default: the next active port); it
+                           must reach SYNCMEM_DEVICE, and the wire tests put
+                           netem loss on both ports' netdevs for seconds
   SYNCMEM_GUEST_KERNEL=6.1|6.12   the default for --kernel
   SYNCMEM_GUEST_ACCEL=kvm|tcg   force the qemu accelerator (default: tcg
                            unless a real kvm_intel/kvm_amd is loaded)
@@ -50,7 +59,9 @@ environment:
 In the guest COMMAND sees SYNCMEM_GUEST=1, SYNCMEM_GUEST_MODE=one|two,
 SYNCMEM_GUEST_KERNEL=6.1|6.12,
 SYNCMEM_DEV0=rxe0:1, SYNCMEM_IP0, and in two-host mode SYNCMEM_DEV1=rxe1:1,
-SYNCMEM_IP1, SYNCMEM_NETDEV0/1.
+SYNCMEM_IP1, SYNCMEM_NETDEV0/1. With SYNCMEM_GUEST=none: SYNCMEM_GUEST_MODE=host,
+SYNCMEM_DEV0 (and SYNCMEM_DEV1 with --two-hosts), SYNCMEM_NETDEV0/1 for
+RoCE ports.
 EOF
 }
 
@@ -76,18 +87,51 @@ while (($#)); do
     shift
 done
 (($#)) || { usage >&2; exit 125; }
-[[ $kernel == 6.1 || $kernel == 6.12 ]] ||
-    { say "--kernel (or SYNCMEM_GUEST_KERNEL) must be 6.1 or 6.12, not '$kernel'"; exit 125; }
-
-# --- machine with a real HCA: no VM, just export the same variables --------
+# --- machine with a real HCA: no VM, the same variables for its ports ----
+# SYNCMEM_DEVICE (default: the first active port ibv_devinfo shows) plays
+# rxe0, SYNCMEM_DEVICE2 (default: the next active one) rxe1; --two-hosts
+# without a second port exits 77 (skipped). A RoCE port's netdev comes from
+# its GID table, else the Soft-RoCE parent or the PCI function's net/.
+port_netdev() { # DEV:PORT
+    local d=${1%%:*} p=${1##*:} f nd
+    for f in /sys/class/infiniband/"$d"/ports/"$p"/gid_attrs/ndevs/*; do
+        nd=$(cat "$f" 2>/dev/null) && [[ -n $nd ]] && { echo "$nd"; return; }
+    done
+    if [[ -f /sys/class/infiniband/$d/parent ]]; then
+        cat "/sys/class/infiniband/$d/parent"; return
+    fi
+    ls "/sys/class/infiniband/$d/device/net" 2>/dev/null | head -1
+}
 if [[ ${SYNCMEM_GUEST:-} == none ]]; then
-    mapfile -t devs < <(ibv_devinfo 2>/dev/null | awk '/hca_id:/ {d=$2}
-        /port:/ {p=$2} /state:.*PORT_ACTIVE/ {print d ":" p}')
-    ((${#devs[@]})) || die "SYNCMEM_GUEST=none but ibv_devinfo shows no active port"
-    export SYNCMEM_GUEST_MODE=host SYNCMEM_DEV0=${SYNCMEM_DEV0:-${devs[0]}}
-    ((${#devs[@]} > 1)) && export SYNCMEM_DEV1=${SYNCMEM_DEV1:-${devs[1]}}
+    # shellcheck disable=SC2207 # (no spaces in device names)
+    devs=($(ibv_devinfo 2>/dev/null | awk '/hca_id:/ {d=$2}
+        /port:/ {p=$2} /state:.*PORT_ACTIVE/ {print d ":" p}'))
+    dev0=${SYNCMEM_DEVICE:-${devs[0]:-}}
+    [[ -n $dev0 ]] ||
+        die "SYNCMEM_GUEST=none but ibv_devinfo shows no active port (set SYNCMEM_DEVICE=<device>:<port>)"
+    [[ $dev0 == *:* ]] || dev0=$dev0:1
+    dev1=${SYNCMEM_DEVICE2:-}
+    if [[ -z $dev1 ]]; then
+        for d in "${devs[@]}"; do
+            [[ $d != "$dev0" ]] && { dev1=$d; break; }
+        done
+    fi
+    [[ -z $dev1 || $dev1 == *:* ]] || dev1=$dev1:1
+    unset SYNCMEM_DEV1 SYNCMEM_NETDEV0 SYNCMEM_NETDEV1 SYNCMEM_IP0 SYNCMEM_IP1
+    export SYNCMEM_GUEST_MODE=host SYNCMEM_DEV0=$dev0
+    nd=$(port_netdev "$dev0"); [[ -z $nd ]] || export SYNCMEM_NETDEV0=$nd
+    if [[ $mode == two ]]; then
+        [[ -n $dev1 ]] || {
+            say "skipped: the two-host tests need a second active port (set SYNCMEM_DEVICE2); only $dev0 is (${devs[*]:-none active})"
+            exit 77; }
+        export SYNCMEM_DEV1=$dev1
+        nd=$(port_netdev "$dev1"); [[ -z $nd ]] || export SYNCMEM_NETDEV1=$nd
+    fi
+    say "no guest (SYNCMEM_GUEST=none): SYNCMEM_DEV0=$SYNCMEM_DEV0${SYNCMEM_DEV1:+ SYNCMEM_DEV1=$SYNCMEM_DEV1}"
     exec "$@"
 fi
+[[ $kernel == 6.1 || $kernel == 6.12 ]] ||
+    { say "--kernel (or SYNCMEM_GUEST_KERNEL) must be 6.1 or 6.12, not '$kernel'"; exit 125; }
 
 # --- host packages ------------------------------------------------------------
 need=()
