@@ -35,7 +35,7 @@ esac
 # Run by configure, this changes nothing outside the tree: the deb-src
 # entries and dpkg-dev are set up by contrib/bootstrap.sh.
 here=$(cd "$(dirname "$0")" && pwd)
-"$here/apt-deb-src.sh" --check ||
+grep -rqsE '^(deb-src|Types:.*deb-src)' /etc/apt/sources.list /etc/apt/sources.list.d/ ||
     die "apt has no deb-src entries, which 'apt-get source' needs. Run '$here/../contrib/bootstrap.sh' (installs the build dependencies and adds them), or only '$here/apt-deb-src.sh' (as root: adds deb-src entries for the mirrors of the deb ones and runs apt-get update); then run configure again"
 command -v dpkg-source >/dev/null 2>&1 ||
     die "dpkg-source not found (unpacks the source package): apt-get install dpkg-dev, or run contrib/bootstrap.sh"
