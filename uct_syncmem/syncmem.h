@@ -208,26 +208,31 @@ enum {
 
 
 #define UCT_SYNCMEM_PSN_MASK  0xffffffu /* PSNs are 24 bits */
+/* Largest inline request: the smallest path MTU, so that each is one packet
+ * (one PSN: the fast path counts them without looking at the MTU). */
+#define UCT_SYNCMEM_MAX_INLINE 256
 
 /*
  * A request as it was posted, kept until it completes, so that a reconnect
- * can post it again (syncmem_replay.c). Inline data is copied into the
- * entry's data area; other requests keep their scatter list, whose memory
- * (bounce buffer or the user's zcopy buffer) is held until completion.
+ * can post it again and a doorbell can post it at all (syncmem_replay.c).
+ * Written once by the operation; the work request is made from it. data[]
+ * holds the bytes of an inline request (the source may be the caller's
+ * stack), else the atomic operands (compare_add, swap) and then the
+ * scatter list, whose memory (bounce buffer or the user's zcopy buffer) is
+ * held until completion. Its PSNs are not kept: a reconnect counts them
+ * back from the endpoint's next_psn (uct_syncmem_replay_npkts).
  */
 typedef struct uct_syncmem_replay {
     uint64_t remote_addr;
-    uint64_t compare_add;
-    uint64_t swap;
     uint32_t rkey;
     uint32_t imm_data;
-    uint16_t inline_len;
+    uint32_t length;     /* bytes it moves (a read: reads) */
     uint8_t  opcode;     /* enum ibv_wr_opcode */
     uint8_t  send_flags;
-    uint8_t  num_sge;
-    uint8_t  lost;       /* an atomic whose outcome a reconnect lost */
-    uint32_t psn;        /* its first packet sequence number */
-    uint32_t npkts;      /* and how many it takes (a read: its replies) */
+    uint8_t  num_sge;    /* of the scatter list; not set when inline */
+    uint8_t  lost;       /* an atomic whose outcome a reconnect lost;
+                            not set when inline (never an atomic) */
+    uint64_t data[];
 } uct_syncmem_replay_t;
 
 static inline int uct_syncmem_ep_state_connecting(uint8_t state)
@@ -249,14 +254,17 @@ typedef struct uct_syncmem_ep {
     struct {
         int              available;     /* free send queue slots */
         uint16_t         sn;            /* of the last posted request */
-        uint16_t         rung_sn;       /* ...of the last on the device */
+        uint16_t         rung_sn;       /* ...of the last on the device, while
+                                           some wait for the doorbell (in
+                                           db_list); see uct_syncmem_ep_rung_sn */
         uint16_t         acked_sn;      /* of the last completed request */
-        uint16_t         unsignaled;    /* requests since the last signal */
+        uint16_t         signaled_sn;   /* of the last signalled request */
         ucs_queue_head_t outstanding;   /* uct_syncmem_op_t, by sn */
     } tx;
     struct {
-        uct_syncmem_replay_t *ring;     /* by sn & mask; NULL: no reconnect */
-        uint8_t          *data;         /* entry i: data + i * data_size */
+        uint8_t          *ring;         /* entry of sn: ring + (sn & mask) *
+                                           stride; NULL: no reconnect */
+        uint32_t         stride;
         uint16_t         mask;
         struct ibv_qp    *old_qp;       /* broken, until its flushes are in */
         uint16_t         fail_sn;       /* first request of unknown outcome */
@@ -265,7 +273,8 @@ typedef struct uct_syncmem_ep {
         unsigned         lost;          /* atomics lost, not yet retired */
         uint8_t          lost_silent;   /* one without a completion retired:
                                            the next flush reports it */
-        uint32_t         next_psn;      /* of the next request posted */
+        uint32_t         next_psn;      /* of the next request posted; its
+                                           low 24 bits are the PSN */
         uint8_t          mtu_shift;     /* log2 of the path MTU */
         uint8_t          state;         /* uct_syncmem_rc_state_t */
         uint8_t          resume;        /* this reconnect asks to resume */
@@ -295,7 +304,23 @@ typedef struct uct_syncmem_ep {
         volatile int     replied;       /* set by the async handler */
         volatile int     resumed;       /* ...the peer kept its QP */
     } cm;
+    /* Work requests of put_short and am_short, filled once: each call only
+     * sets what changes. In the endpoint, so that the fast path needs no
+     * other pointer after its calls. */
+    struct {
+        struct ibv_send_wr wr;
+        struct ibv_sge     sge[2];
+    } inl_put, inl_am;
+    struct ibv_send_wr   *bad_wr;       /* ibv_post_send's, never read */
 } uct_syncmem_ep_t;
+
+/* The last request on the device: after it, requests wait in the ring for
+ * the doorbell (batching), and only then is rung_sn kept. */
+static inline uint16_t
+uct_syncmem_ep_rung_sn(uct_syncmem_ep_t *ep)
+{
+    return ucs_list_is_empty(&ep->db_list) ? ep->tx.sn : ep->tx.rung_sn;
+}
 
 
 /* A receive buffer; see the layout in syncmem_am.c. */
@@ -361,13 +386,6 @@ struct uct_syncmem_iface {
     ucs_mpool_t        tx_mp;     /* uct_syncmem_desc_t + seg_size bytes */
     struct ibv_mr      *tx_mr;    /* registered tx_mp chunks */
     int                cq_available;
-    /* Work requests of put_short and am_short, filled once: each call only
-     * sets what changes. Posting copies them, so one per iface will do. */
-    struct {
-        struct ibv_send_wr wr;
-        struct ibv_sge     sge[2];
-    } inl_put, inl_am;
-    struct ibv_send_wr *bad_wr;   /* ibv_post_send's, never read */
     struct {
         struct ibv_srq  *srq;     /* receive buffers of all its QPs */
         struct ibv_cq   *cq;
@@ -393,7 +411,7 @@ struct uct_syncmem_iface {
     } verify;
     struct {
         unsigned       tx_queue_len;
-        unsigned       tx_moderation;
+        unsigned       tx_signal_mask;  /* TX_MODERATION - 1, a power of 2 */
         unsigned       db_batch;        /* 1: ring on every request */
         unsigned       max_inline;
         unsigned       max_sge;
@@ -568,6 +586,8 @@ void uct_syncmem_replay_ep_cleanup(uct_syncmem_ep_t *ep);
 void uct_syncmem_replay_destroy_old_qp(uct_syncmem_ep_t *ep);
 ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
                                      uint16_t count, int how);
+uint32_t uct_syncmem_replay_npkts(const uct_syncmem_ep_t *ep, uint16_t first,
+                                  uint16_t count);
 int uct_syncmem_replay_has_read(const uct_syncmem_ep_t *ep, uint16_t first,
                                 uint16_t last);
 void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status);
@@ -665,32 +685,6 @@ void uct_syncmem_verify_cleanup(uct_syncmem_iface_t *iface);
 int uct_syncmem_verify_am_rx(uct_syncmem_iface_t *iface,
                              const struct ibv_wc *wc, void *data,
                              unsigned *length_p);
-ucs_status_t uct_syncmem_verify_am_short(uct_syncmem_ep_t *ep, uint8_t id,
-                                         uint64_t hdr, const void *payload,
-                                         unsigned length);
-ucs_status_t uct_syncmem_verify_am_short_iov(uct_syncmem_ep_t *ep, uint8_t id,
-                                             const uct_iov_t *iov,
-                                             size_t iovcnt);
-ssize_t uct_syncmem_verify_am_bcopy(uct_syncmem_ep_t *ep, uint8_t id,
-                                    uct_pack_callback_t pack_cb, void *arg);
-ucs_status_t uct_syncmem_verify_am_zcopy(uct_syncmem_ep_t *ep, uint8_t id,
-                                         const void *header,
-                                         unsigned header_length,
-                                         const uct_iov_t *iov, size_t iovcnt,
-                                         uct_completion_t *comp);
-ucs_status_t uct_syncmem_verify_put_short(uct_syncmem_ep_t *ep,
-                                          const void *buffer, unsigned length,
-                                          uint64_t remote_addr,
-                                          uct_rkey_t rkey);
-ssize_t uct_syncmem_verify_put_bcopy(uct_syncmem_ep_t *ep,
-                                     uct_pack_callback_t pack_cb, void *arg,
-                                     uint64_t remote_addr, uct_rkey_t rkey);
-ucs_status_t uct_syncmem_verify_put_zcopy(uct_syncmem_ep_t *ep,
-                                          const uct_iov_t *iov, size_t iovcnt,
-                                          uint64_t remote_addr,
-                                          uct_rkey_t rkey,
-                                          uct_completion_t *comp);
-/* For tests and tools: what the consistency check of iface did */
 void uct_syncmem_iface_verify_counters(uct_iface_h iface,
                                        uct_syncmem_verify_counters_t *c);
 
@@ -712,6 +706,10 @@ ucs_arbiter_cb_result_t uct_syncmem_ep_pending_dispatch(ucs_arbiter_t *arbiter,
  * syncmem_amo.c, syncmem_ep.c. */
 ucs_status_t uct_syncmem_ep_put_short(uct_ep_h, const void*, unsigned,
                                       uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_put_short_ring(uct_ep_h, const void*, unsigned,
+                                           uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_put_short_batch(uct_ep_h, const void*, unsigned,
+                                            uint64_t, uct_rkey_t);
 ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h, uct_pack_callback_t, void*,
                                  uint64_t, uct_rkey_t);
 ucs_status_t uct_syncmem_ep_put_zcopy(uct_ep_h, const uct_iov_t*, size_t,
@@ -723,6 +721,10 @@ ucs_status_t uct_syncmem_ep_get_zcopy(uct_ep_h, const uct_iov_t*, size_t,
                                       uint64_t, uct_rkey_t, uct_completion_t*);
 ucs_status_t uct_syncmem_ep_am_short(uct_ep_h, uint8_t, uint64_t, const void*,
                                      unsigned);
+ucs_status_t uct_syncmem_ep_am_short_ring(uct_ep_h, uint8_t, uint64_t,
+                                          const void*, unsigned);
+ucs_status_t uct_syncmem_ep_am_short_batch(uct_ep_h, uint8_t, uint64_t,
+                                           const void*, unsigned);
 ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h, uint8_t, const uct_iov_t*,
                                          size_t);
 ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h, uint8_t, uct_pack_callback_t, void*,

@@ -445,19 +445,20 @@ uct_syncmem_wr_send(const uct_syncmem_ep_t *ep, struct ibv_send_wr *wr,
     wr->num_sge    = num_sge;
 }
 
-ucs_status_t uct_syncmem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
-                                     const void *payload, unsigned length)
+/* am_short for the iface's settings, as put_short (syncmem_rma.c) */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_ep_am_short_inl(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                            const void *payload, unsigned length, int ring,
+                            int batch)
 {
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_send_wr *wr     = &iface->inl_am.wr;
-    struct ibv_sge *sge        = iface->inl_am.sge;
+    struct ibv_send_wr *wr     = &ep->inl_am.wr;
+    struct ibv_sge *sge        = ep->inl_am.sge;
+    uct_syncmem_replay_t *e;
     ucs_status_t status;
-
-    if (ucs_unlikely(iface->config.verify)) {
-        return uct_syncmem_verify_am_short(ep, id, hdr, payload, length);
-    }
+    unsigned sn; /* truncated to 16 bits where kept */
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(sizeof(hdr) + length, 0, iface->config.max_inline,
@@ -467,15 +468,53 @@ ucs_status_t uct_syncmem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         return status;
     }
 
-    /* inline: copied while posting, so &hdr may live on this stack */
-    sge[0].addr    = (uintptr_t)&hdr;
-    sge[0].length  = sizeof(hdr);
-    sge[1].addr    = (uintptr_t)payload;
-    sge[1].length  = length;
+    sn             = ep->tx.sn + 1u;
+    wr->wr_id      = sn;
+    wr->send_flags = uct_syncmem_ep_tx_flags(iface, ep, IBV_SEND_INLINE, 0,
+                                             sn);
     wr->imm_data   = uct_syncmem_am_imm(ep, id);
-    wr->send_flags = IBV_SEND_INLINE;
+    if (!ring) {
+        /* inline: copied while posting, so &hdr may live on this stack */
+        sge[0].addr   = (uintptr_t)&hdr;
+        sge[0].length = sizeof(hdr);
+        sge[1].addr   = (uintptr_t)payload;
+        sge[1].length = length;
+        wr->num_sge   = 2;
+    } else {
+        /* the one copy a replay needs; the request is posted from it */
+        e             = uct_syncmem_replay_inline(ep, sn, IBV_WR_SEND_WITH_IMM,
+                                                  wr->send_flags,
+                                                  sizeof(hdr) + length);
+        e->imm_data   = wr->imm_data;
+        e->data[0]    = hdr;
+        sge[0].addr   = (uintptr_t)e->data;
+        sge[0].length = sizeof(hdr) + length;
+        wr->num_sge   = 1;
+        memcpy(&e->data[1], payload, length);
+    }
     UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, sizeof(hdr) + length);
-    return uct_syncmem_ep_post(iface, ep, wr, NULL, 0);
+    uct_syncmem_ep_tx_take(iface, ep, sn);
+    return uct_syncmem_ep_post_wr(iface, ep, wr, NULL, sn, batch);
+}
+
+ucs_status_t uct_syncmem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                                     const void *payload, unsigned length)
+{
+    return uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length, 0, 0);
+}
+
+ucs_status_t uct_syncmem_ep_am_short_ring(uct_ep_h tl_ep, uint8_t id,
+                                          uint64_t hdr, const void *payload,
+                                          unsigned length)
+{
+    return uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length, 1, 0);
+}
+
+ucs_status_t uct_syncmem_ep_am_short_batch(uct_ep_h tl_ep, uint8_t id,
+                                           uint64_t hdr, const void *payload,
+                                           unsigned length)
+{
+    return uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length, 1, 1);
 }
 
 ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
@@ -489,9 +528,6 @@ ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     ucs_status_t status;
     size_t i;
 
-    if (ucs_unlikely(iface->config.verify)) {
-        return uct_syncmem_verify_am_short_iov(ep, id, iov, iovcnt);
-    }
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)iface->config.max_sge, "am_short_iov");
@@ -525,9 +561,6 @@ ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
     ucs_status_t status;
     ssize_t length;
 
-    if (ucs_unlikely(iface->config.verify)) {
-        return uct_syncmem_verify_am_bcopy(ep, id, pack_cb, arg);
-    }
 
     UCT_CHECK_AM_ID(id);
     status = uct_syncmem_ep_tx_desc(iface, ep, uct_syncmem_op_release, &desc);
@@ -565,10 +598,6 @@ ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     ucs_status_t status;
     int num_sge;
 
-    if (ucs_unlikely(iface->config.verify)) {
-        return uct_syncmem_verify_am_zcopy(ep, id, header, header_length, iov,
-                                           iovcnt, comp);
-    }
 
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)iface->config.max_sge - 1,

@@ -43,13 +43,15 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
     {"TX_MODERATION", "64",
      "Ask for a completion at least every this many sends, even when nobody\n"
      "waits for one; fewer completions cost less CPU, but send queue slots\n"
-     "come back later. Capped at a quarter of TX_QUEUE_LEN.",
+     "come back later. Capped at a quarter of TX_QUEUE_LEN, rounded down to\n"
+     "a power of 2.",
      ucs_offsetof(uct_syncmem_iface_config_t, tx_moderation),
      UCS_CONFIG_TYPE_UINT},
 
     {"TX_MAX_INLINE", "128",
      "Largest put_short, copied into the work request by the CPU (no DMA\n"
-     "read of the source). The device may grant less; ucx_info shows the\n"
+     "read of the source). At most 256 (the smallest path MTU: a short\n"
+     "request is one packet); the device may grant less. ucx_info shows the\n"
      "result as put 'short' size.",
      ucs_offsetof(uct_syncmem_iface_config_t, tx_max_inline),
      UCS_CONFIG_TYPE_MEMUNITS},

@@ -278,6 +278,17 @@ unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface)
     return uct_syncmem_iface_eps_progress(iface, uct_syncmem_ep_connect_check);
 }
 
+static void uct_syncmem_ep_inline_wr_init(struct ibv_send_wr *wr,
+                                          struct ibv_sge *sge, int num_sge,
+                                          enum ibv_wr_opcode opcode)
+{
+    memset(wr, 0, sizeof(*wr));
+    memset(sge, 0, sizeof(*sge) * num_sge);
+    wr->opcode  = opcode;
+    wr->sg_list = sge;
+    wr->num_sge = num_sge;
+}
+
 static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(params->iface,
@@ -320,8 +331,12 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     self->tx.available     = iface->config.tx_queue_len;
     self->tx.sn            = 0;
     self->tx.acked_sn      = 0;
-    self->tx.unsignaled    = 0;
+    self->tx.signaled_sn   = 0;
     self->tx.rung_sn       = 0;
+    uct_syncmem_ep_inline_wr_init(&self->inl_put.wr, self->inl_put.sge, 1,
+                                  IBV_WR_RDMA_WRITE);
+    uct_syncmem_ep_inline_wr_init(&self->inl_am.wr, self->inl_am.sge, 2,
+                                  IBV_WR_SEND_WITH_IMM);
     self->cm.gen           = 0;
     ucs_list_head_init(&self->db_list);
     ucs_queue_head_init(&self->tx.outstanding);
@@ -447,7 +462,8 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
     }
 
     /* The last request is unsignalled: nothing would ever report it. */
-    if ((ep->tx.unsignaled != 0) && (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
+    if (uct_syncmem_ep_last_unsignaled(ep) &&
+        (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
         status = uct_syncmem_ep_check_tx(iface, ep);
         if (status != UCS_OK) {
             return status;

@@ -362,6 +362,22 @@ static uint8_t uct_syncmem_rc_timeout_exp(double seconds)
 /* RC_STALL_TIMEOUT: 'auto' waits well past the time the HCA's own retries
  * take to report a dead link: a QP called stalled is one whose retries
  * should have said something long ago. */
+/* The short sends made for these settings (see uct_syncmem_ep_put_short_inl):
+ * with a replay ring when reconnecting or batching (syncmem_replay.c), and
+ * kept for the doorbell when batching. */
+static void uct_syncmem_iface_short_ops(uct_syncmem_iface_t *iface)
+{
+    uct_iface_ops_t *ops = &iface->super.super.ops;
+
+    if (iface->config.db_batch > 1) {
+        ops->ep_put_short = uct_syncmem_ep_put_short_batch;
+        ops->ep_am_short  = uct_syncmem_ep_am_short_batch;
+    } else if (iface->config.reconnect) {
+        ops->ep_put_short = uct_syncmem_ep_put_short_ring;
+        ops->ep_am_short  = uct_syncmem_ep_am_short_ring;
+    }
+}
+
 static ucs_time_t
 uct_syncmem_iface_stall_timeout(const uct_syncmem_iface_t *iface,
                                 const uct_syncmem_iface_config_t *config)
@@ -379,17 +395,6 @@ uct_syncmem_iface_stall_timeout(const uct_syncmem_iface_t *iface,
     window = 4.096e-6 * (1ull << iface->config.rc_timeout) *
              (iface->config.rc_retry_count + 1);
     return ucs_time_from_sec(ucs_max(2.0, 4 * window));
-}
-
-static void uct_syncmem_iface_inline_wr_init(struct ibv_send_wr *wr,
-                                             struct ibv_sge *sge, int num_sge,
-                                             enum ibv_wr_opcode opcode)
-{
-    memset(wr, 0, sizeof(*wr));
-    memset(sge, 0, sizeof(*sge) * num_sge);
-    wr->opcode  = opcode;
-    wr->sg_list = sge;
-    wr->num_sge = num_sge;
 }
 
 /* What the device grants for our QP shape (inline size, SGEs): ask it by
@@ -496,11 +501,13 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->dispatching               = NULL;
     self->config.tx_queue_len       = ucs_min(config->tx_queue_len,
                                               (unsigned)dev->max_qp_wr);
-    self->config.tx_moderation      = ucs_min(config->tx_moderation,
-                                              self->config.tx_queue_len / 4);
+    /* a power of 2: the fast path tests the request number against it */
+    self->config.tx_signal_mask     = ucs_rounddown_pow2(
+            ucs_min(config->tx_moderation, self->config.tx_queue_len / 4)) - 1;
     self->config.db_batch           = ucs_max(1, ucs_min(config->tx_db_batch,
                                               self->config.tx_queue_len));
-    self->config.max_inline         = config->tx_max_inline;
+    self->config.max_inline         = ucs_min(config->tx_max_inline,
+                                              UCT_SYNCMEM_MAX_INLINE);
     self->config.max_sge            = ucs_min(config->tx_max_sge,
                                               (unsigned)dev->max_sge);
     self->config.seg_size           = config->seg_size;
@@ -557,10 +564,6 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err_channel;
     }
     self->cq_available = config->tx_cq_len;
-    uct_syncmem_iface_inline_wr_init(&self->inl_put.wr, self->inl_put.sge, 1,
-                                     IBV_WR_RDMA_WRITE);
-    uct_syncmem_iface_inline_wr_init(&self->inl_am.wr, self->inl_am.sge, 2,
-                                     IBV_WR_SEND_WITH_IMM);
 
     status = uct_syncmem_rx_init(self, params, config);
     if (status != UCS_OK) {
@@ -576,8 +579,10 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
                               ucs_min(self->config.max_sge,
                                       (unsigned)dev->max_sge_rd) :
                               self->config.max_sge;
+    /* inline bytes, a scatter list, or an atomic's operands and its sge */
     self->config.replay_data = ucs_align_up_pow2(
-            ucs_max(self->config.max_sge * sizeof(struct ibv_sge),
+            ucs_max(ucs_max(self->config.max_sge * sizeof(struct ibv_sge),
+                            2 * sizeof(uint64_t) + sizeof(struct ibv_sge)),
                     self->config.max_inline), 8);
     if ((self->config.tx_queue_len >= 32768) && self->config.reconnect) {
         ucs_error("syncmem: UCX_SYNCMEM_TX_QUEUE_LEN must be below 32768 with"
@@ -609,6 +614,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err_op_mp;
     }
 
+    uct_syncmem_iface_short_ops(self);
     status = uct_syncmem_verify_init(self, config);
     if (status != UCS_OK) {
         goto err_tx_mp;

@@ -180,7 +180,7 @@ static ucs_status_t uct_syncmem_rc_start(uct_syncmem_ep_t *ep,
 
     /* requests not rung yet are posted on the new QP with the others */
     ep->rc.fail_sn     = sn;
-    ep->rc.old_last_sn = ep->tx.rung_sn;
+    ep->rc.old_last_sn = uct_syncmem_ep_rung_sn(ep);
     ep->tx.rung_sn     = ep->tx.sn;
     ucs_list_del(&ep->db_list);
     ucs_list_head_init(&ep->db_list);
@@ -225,7 +225,11 @@ static ucs_status_t uct_syncmem_rc_resume(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    uint32_t sq_psn            = ep->rc.ring[ep->rc.fail_sn & ep->rc.mask].psn;
+    uint16_t count             = ep->tx.sn - ep->rc.fail_sn + 1;
+    uint32_t sq_psn            = (ep->rc.next_psn -
+                                  uct_syncmem_replay_npkts(ep, ep->rc.fail_sn,
+                                                           count)) &
+                                 UCT_SYNCMEM_PSN_MASK;
     struct ibv_qp *spare       = ep->qp;
     ucs_status_t status;
 
@@ -237,7 +241,6 @@ static ucs_status_t uct_syncmem_rc_resume(uct_syncmem_ep_t *ep)
     }
     ep->qp              = ep->rc.old_qp;
     ep->rc.old_qp       = spare; /* destroyed next, as the old one would be */
-    ep->rc.next_psn     = sq_psn;
     ep->rc.resumed_sn   = ep->rc.fail_sn;
     ep->rc.resumed_once = 1;
     return UCS_OK;
@@ -258,7 +261,10 @@ static ucs_status_t uct_syncmem_rc_finish(uct_syncmem_ep_t *ep)
     } else {
         status = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
                                         ep->cm.peer_rc_qpn);
-        ep->rc.next_psn = 0; /* a new QP starts there */
+        /* a new QP starts at PSN 0 */
+        ep->rc.next_psn = uct_syncmem_replay_npkts(ep, ep->rc.fail_sn,
+                                                   ep->tx.sn - ep->rc.fail_sn +
+                                                   1);
     }
     if (status != UCS_OK) {
         return status;

@@ -1,7 +1,7 @@
 /*
  * syncmem - the replay ring: every request as it was posted, kept until it
- * completes (uct_syncmem_replay_t, filled by uct_syncmem_ep_post in
- * syncmem_tx.inl), and what is built on it:
+ * completes (uct_syncmem_replay_t, written by the operation: syncmem_tx.inl),
+ * and what is built on it:
  *  - the doorbell of UCX_SYNCMEM_TX_DB_BATCH: requests kept in the ring
  *    only, posted as one chain (uct_syncmem_ep_ring);
  *  - a reconnect's replay: requests of unknown outcome posted again on the
@@ -32,14 +32,13 @@ ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep)
         return UCS_OK;
     }
 
-    ep->rc.ring = ucs_calloc(entries, sizeof(*ep->rc.ring), "syncmem_replay");
-    ep->rc.data = ucs_malloc(entries * iface->config.replay_data,
-                             "syncmem_replay_data");
-    if ((ep->rc.ring == NULL) || (ep->rc.data == NULL)) {
-        ucs_error("syncmem: no memory for the replay ring (%u entries);"
-                  " lower UCX_SYNCMEM_TX_QUEUE_LEN or set"
-                  " UCX_SYNCMEM_RECONNECT=n", entries);
-        uct_syncmem_replay_ep_cleanup(ep);
+    ep->rc.stride = sizeof(uct_syncmem_replay_t) + iface->config.replay_data;
+    ep->rc.ring   = ucs_calloc(entries, ep->rc.stride, "syncmem_replay");
+    if (ep->rc.ring == NULL) {
+        ucs_error("syncmem: no memory for the replay ring (%u entries of %u"
+                  " bytes); lower UCX_SYNCMEM_TX_QUEUE_LEN or"
+                  " UCX_SYNCMEM_TX_MAX_INLINE, or set UCX_SYNCMEM_RECONNECT=n",
+                  entries, ep->rc.stride);
         return UCS_ERR_NO_MEMORY;
     }
     ep->rc.mask = entries - 1;
@@ -68,9 +67,7 @@ void uct_syncmem_replay_ep_cleanup(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_replay_destroy_old_qp(ep);
     ucs_free(ep->rc.ring);
-    ucs_free(ep->rc.data);
     ep->rc.ring = NULL;
-    ep->rc.data = NULL;
 }
 
 /*
@@ -119,7 +116,7 @@ ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
         }
         return uct_syncmem_ep_lost_status(ep);
     }
-    if (ep->rc.ring[op->sn & ep->rc.mask].lost) {
+    if (uct_syncmem_replay_entry(ep, op->sn)->lost) {
         if (op->comp == NULL) {
             ep->rc.lost_silent = 1;
         }
@@ -158,74 +155,79 @@ int uct_syncmem_replay_has_read(const uct_syncmem_ep_t *ep, uint16_t first,
     uint16_t sn;
 
     for (sn = first; UCS_CIRCULAR_COMPARE16(sn, <=, last); ++sn) {
-        if (ep->rc.ring[sn & ep->rc.mask].opcode == IBV_WR_RDMA_READ) {
+        if (uct_syncmem_replay_entry(ep, sn)->opcode == IBV_WR_RDMA_READ) {
             return 1;
         }
     }
     return 0;
 }
 
-/* Rebuild request sn from the replay ring into wr (and its sge), to post
- * it how (UCT_SYNCMEM_POST_*). */
-static void uct_syncmem_replay_wr(uct_syncmem_iface_t *iface,
-                                  uct_syncmem_ep_t *ep, uint16_t sn, int how,
+/* PSNs that requests first.. (count of them) take: a reconnect counts
+ * back from next_psn to where they start. */
+uint32_t uct_syncmem_replay_npkts(const uct_syncmem_ep_t *ep, uint16_t first,
+                                  uint16_t count)
+{
+    const uct_syncmem_replay_t *e;
+    uint32_t npkts = 0;
+
+    for (; count > 0; --count, ++first) {
+        e      = uct_syncmem_replay_entry(ep, first);
+        npkts += uct_syncmem_wr_npkts(ep, e->opcode, e->length);
+    }
+    return npkts;
+}
+
+/* The work request of ring entry sn (and its sge, for inline bytes), to
+ * post it how (UCT_SYNCMEM_POST_*). */
+static void uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
                                   struct ibv_send_wr *wr, struct ibv_sge *sge)
 {
-    int replay              = (how != UCT_SYNCMEM_POST_RING);
-    unsigned idx            = sn & ep->rc.mask;
-    uct_syncmem_replay_t *e = &ep->rc.ring[idx];
-    uint8_t *data           = ep->rc.data + idx * iface->config.replay_data;
+    uct_syncmem_replay_t *e = uct_syncmem_replay_entry(ep, sn);
 
-    memset(wr, 0, sizeof(*wr));
     wr->wr_id      = sn;
     wr->opcode     = e->opcode;
     wr->send_flags = e->send_flags;
     wr->imm_data   = e->imm_data;
 
-    if (replay) {
-        /* the PSNs it takes now (the same ones, when resumed) */
-        e->psn          = ep->rc.next_psn;
-        ep->rc.next_psn = (e->psn + e->npkts) & UCT_SYNCMEM_PSN_MASK;
-    }
-    if (uct_syncmem_opcode_is_atomic(e->opcode) &&
-        (UCS_CIRCULAR_COMPARE16(sn, >, ep->rc.old_last_sn) ||
-         (how == UCT_SYNCMEM_POST_RESUMED))) {
-        /* never reached the old QP, or the peer's responder tells a
-         * duplicate from a new one: it runs once */
-        replay = 0;
-    }
-    if (!replay && uct_syncmem_opcode_is_atomic(e->opcode)) {
-        wr->wr.atomic.remote_addr = e->remote_addr;
-        wr->wr.atomic.rkey        = e->rkey;
-        wr->wr.atomic.compare_add = e->compare_add;
-        wr->wr.atomic.swap        = e->swap;
-        wr->sg_list               = (struct ibv_sge*)data;
-        wr->num_sge               = e->num_sge;
-        return;
-    }
-
     if (uct_syncmem_opcode_is_atomic(e->opcode)) {
+        if ((how == UCT_SYNCMEM_POST_RING) ||
+            UCS_CIRCULAR_COMPARE16(sn, >, ep->rc.old_last_sn) ||
+            (how == UCT_SYNCMEM_POST_RESUMED)) {
+            /* first time, never reached the old QP, or the peer's
+             * responder tells a duplicate from a new one: it runs once */
+            wr->wr.atomic.remote_addr = e->remote_addr;
+            wr->wr.atomic.rkey        = e->rkey;
+            wr->wr.atomic.compare_add = e->data[0];
+            wr->wr.atomic.swap        = e->data[1];
+            wr->sg_list               = (struct ibv_sge*)&e->data[2];
+            wr->num_sge               = e->num_sge;
+            return;
+        }
         /* may have run already: never again; an empty write holds its
-         * place (its completion, its fence) */
-        e->lost              = 1;
-        ep->rc.lost_last_sn  = sn;
+         * place (its completion, its fence, its PSN) */
+        e->lost                 = 1;
+        ep->rc.lost_last_sn     = sn;
         ++ep->rc.lost;
-        wr->opcode           = IBV_WR_RDMA_WRITE;
-        wr->send_flags      |= IBV_SEND_SIGNALED;
+        wr->opcode              = IBV_WR_RDMA_WRITE;
+        wr->send_flags         |= IBV_SEND_SIGNALED;
+        wr->wr.rdma.remote_addr = 0;
+        wr->wr.rdma.rkey        = 0;
+        wr->sg_list             = NULL;
+        wr->num_sge             = 0;
         return;
     }
 
     wr->wr.rdma.remote_addr = e->remote_addr;
     wr->wr.rdma.rkey        = e->rkey;
     if (e->send_flags & IBV_SEND_INLINE) {
-        sge->addr    = (uintptr_t)data;
-        sge->length  = e->inline_len;
-        sge->lkey    = 0;
-        wr->sg_list  = sge;
-        wr->num_sge  = 1;
+        sge->addr   = (uintptr_t)e->data;
+        sge->length = e->length;
+        sge->lkey   = 0;
+        wr->sg_list = sge;
+        wr->num_sge = 1;
     } else {
-        wr->sg_list  = (struct ibv_sge*)data;
-        wr->num_sge  = e->num_sge;
+        wr->sg_list = (struct ibv_sge*)e->data;
+        wr->num_sge = e->num_sge;
     }
 }
 
@@ -235,8 +237,6 @@ static void uct_syncmem_replay_wr(uct_syncmem_iface_t *iface,
 ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
                                      uint16_t count, int how)
 {
-    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
-                                                uct_syncmem_iface_t);
     struct ibv_send_wr wrs[UCT_SYNCMEM_REPLAY_BATCH], *bad_wr;
     struct ibv_sge sges[UCT_SYNCMEM_REPLAY_BATCH];
     uint16_t sn = first;
@@ -246,7 +246,7 @@ ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
     while (count > 0) {
         n = ucs_min(count, UCT_SYNCMEM_REPLAY_BATCH);
         for (i = 0; i < n; ++i, ++sn) {
-            uct_syncmem_replay_wr(iface, ep, sn, how, &wrs[i], &sges[i]);
+            uct_syncmem_replay_wr(ep, sn, how, &wrs[i], &sges[i]);
             wrs[i].next = &wrs[i + 1];
         }
         wrs[n - 1].next = NULL;
@@ -254,7 +254,7 @@ ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
         if ((how != UCT_SYNCMEM_POST_RING) && (count == 0)) {
             /* a flush may wait on the last one: it must complete */
             wrs[n - 1].send_flags |= IBV_SEND_SIGNALED;
-            ep->tx.unsignaled      = 0;
+            ep->tx.signaled_sn     = sn - 1;
         }
         ret = ibv_post_send(ep->qp, wrs, &bad_wr);
         if (ret) {
@@ -266,12 +266,15 @@ ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
     return UCS_OK;
 }
 
-/* Doorbell: post what uct_syncmem_ep_post kept (syncmem_tx.inl). */
+/* Doorbell: post what uct_syncmem_ep_keep kept. */
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
 {
     uint16_t first = ep->tx.rung_sn + 1;
     uint16_t count = ep->tx.sn - ep->tx.rung_sn;
 
+    if (ucs_list_is_empty(&ep->db_list)) {
+        return; /* nothing kept: rung_sn is not kept either */
+    }
     ucs_list_del(&ep->db_list);
     ucs_list_head_init(&ep->db_list);
     ep->tx.rung_sn = ep->tx.sn;
@@ -279,6 +282,25 @@ void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
         (uct_syncmem_replay_post(ep, first, count,
                                  UCT_SYNCMEM_POST_RING) != UCS_OK)) {
         uct_syncmem_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+    }
+}
+
+/* A request uct_syncmem_ep_post_wr keeps for the doorbell (batching). */
+void uct_syncmem_ep_keep(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                         uct_syncmem_op_t *op)
+{
+    if (op != NULL) {
+        ucs_queue_push(&ep->tx.outstanding, &op->queue);
+    }
+    if (ucs_list_is_empty(&ep->db_list)) {
+        /* the first kept: all before it are on the device */
+        ep->tx.rung_sn = ep->tx.sn - 1;
+        ucs_list_add_tail(&iface->db_eps, &ep->db_list);
+    }
+    if (((uint16_t)(ep->tx.sn - ep->tx.rung_sn) >= iface->config.db_batch) ||
+        (ep->tx.available <= 0) || (iface->cq_available <= 0) ||
+        iface->armed) {
+        uct_syncmem_ep_ring(ep);
     }
 }
 

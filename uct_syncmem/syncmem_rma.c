@@ -19,20 +19,21 @@ uct_syncmem_wr_rdma(struct ibv_send_wr *wr, enum ibv_wr_opcode opcode,
     wr->wr.rdma.rkey        = (uint32_t)rkey;
 }
 
-ucs_status_t uct_syncmem_ep_put_short(uct_ep_h tl_ep, const void *buffer,
-                                      unsigned length, uint64_t remote_addr,
-                                      uct_rkey_t rkey)
+/* put_short, made for the iface's settings (ring: a replay ring, for
+ * reconnect or batching; batch: TX_DB_BATCH > 1), so that the fast path
+ * tests neither: uct_syncmem_iface_short_ops picks one. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
+                             unsigned length, uint64_t remote_addr,
+                             uct_rkey_t rkey, int ring, int batch)
 {
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_send_wr *wr     = &iface->inl_put.wr;
+    struct ibv_send_wr *wr     = &ep->inl_put.wr;
+    uct_syncmem_replay_t *e;
     ucs_status_t status;
-
-    if (ucs_unlikely(iface->config.verify)) {
-        return uct_syncmem_verify_put_short(ep, buffer, length, remote_addr,
-                                            rkey);
-    }
+    unsigned sn; /* truncated to 16 bits where kept */
 
     UCT_CHECK_LENGTH(length, 0, iface->config.max_inline, "put_short");
     status = uct_syncmem_ep_check_tx(iface, ep);
@@ -40,14 +41,57 @@ ucs_status_t uct_syncmem_ep_put_short(uct_ep_h tl_ep, const void *buffer,
         return status;
     }
 
-    /* inline: the CPU copies the data, no lkey needed */
-    iface->inl_put.sge[0].addr   = (uintptr_t)buffer;
-    iface->inl_put.sge[0].length = length;
+    sn                           = ep->tx.sn + 1u;
+    wr->wr_id                    = sn;
+    wr->send_flags               = uct_syncmem_ep_tx_flags(iface, ep,
+                                                           IBV_SEND_INLINE, 0,
+                                                           sn);
     wr->wr.rdma.remote_addr      = remote_addr;
     wr->wr.rdma.rkey             = (uint32_t)rkey;
-    wr->send_flags               = IBV_SEND_INLINE;
+    ep->inl_put.sge[0].length = length;
     UCT_TL_EP_STAT_OP(&ep->super, PUT, SHORT, length);
-    return uct_syncmem_ep_post(iface, ep, wr, NULL, 0);
+    if (!ring) {
+        /* inline: the CPU copies the data, no lkey needed */
+        ep->inl_put.sge[0].addr = (uintptr_t)buffer;
+    } else {
+        /* the one copy a replay needs; the request is posted from it */
+        e                          = uct_syncmem_replay_inline(ep, sn,
+                                                    IBV_WR_RDMA_WRITE,
+                                                    wr->send_flags, length);
+        e->remote_addr             = remote_addr;
+        e->rkey                    = rkey;
+        ep->inl_put.sge[0].addr = (uintptr_t)e->data;
+        memcpy(e->data, buffer, length);
+        UCT_SYNCMEM_RELOAD(ep);
+    }
+    uct_syncmem_ep_tx_take(iface, ep, sn);
+    return uct_syncmem_ep_post_wr(iface, ep, &ep->inl_put.wr, NULL, sn, batch);
+}
+
+ucs_status_t uct_syncmem_ep_put_short(uct_ep_h tl_ep, const void *buffer,
+                                      unsigned length, uint64_t remote_addr,
+                                      uct_rkey_t rkey)
+{
+    return uct_syncmem_ep_put_short_inl(tl_ep, buffer, length, remote_addr,
+                                        rkey, 0, 0);
+}
+
+ucs_status_t uct_syncmem_ep_put_short_ring(uct_ep_h tl_ep, const void *buffer,
+                                           unsigned length,
+                                           uint64_t remote_addr,
+                                           uct_rkey_t rkey)
+{
+    return uct_syncmem_ep_put_short_inl(tl_ep, buffer, length, remote_addr,
+                                        rkey, 1, 0);
+}
+
+ucs_status_t uct_syncmem_ep_put_short_batch(uct_ep_h tl_ep, const void *buffer,
+                                            unsigned length,
+                                            uint64_t remote_addr,
+                                            uct_rkey_t rkey)
+{
+    return uct_syncmem_ep_put_short_inl(tl_ep, buffer, length, remote_addr,
+                                        rkey, 1, 1);
 }
 
 ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
@@ -61,11 +105,6 @@ ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     struct ibv_send_wr wr;
     ucs_status_t status;
     ssize_t length;
-
-    if (ucs_unlikely(iface->config.verify)) {
-        return uct_syncmem_verify_put_bcopy(ep, pack_cb, arg, remote_addr,
-                                            rkey);
-    }
 
     status = uct_syncmem_ep_tx_desc(iface, ep, uct_syncmem_op_release, &desc);
     if (ucs_unlikely(status != UCS_OK)) {
@@ -125,13 +164,6 @@ ucs_status_t uct_syncmem_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
     ucs_status_t status;
-
-    if (ucs_unlikely(iface->config.verify)) {
-        return uct_syncmem_verify_put_zcopy(ucs_derived_of(tl_ep,
-                                                           uct_syncmem_ep_t),
-                                            iov, iovcnt, remote_addr, rkey,
-                                            comp);
-    }
 
     status = uct_syncmem_ep_rdma_zcopy(tl_ep, IBV_WR_RDMA_WRITE, iov, iovcnt,
                                        iface->config.max_sge, remote_addr,

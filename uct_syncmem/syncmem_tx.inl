@@ -12,6 +12,13 @@
 #include <string.h>
 
 
+/*
+ * After a call on the fast path: addresses derived from ptr are computed
+ * again rather than kept in registers saved across the call (gcc keeps the
+ * work request's across memcpy in put_short: a push and a pop more).
+ */
+#define UCT_SYNCMEM_RELOAD(_ptr) __asm__("" : "+r"(_ptr))
+
 /* Room for one more send on this endpoint now? */
 static UCS_F_ALWAYS_INLINE int
 uct_syncmem_ep_has_tx_res(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
@@ -75,15 +82,42 @@ uct_syncmem_wr_npkts(const uct_syncmem_ep_t *ep, int opcode, size_t length)
     return (length + UCS_MASK(ep->rc.mtu_shift)) >> ep->rc.mtu_shift;
 }
 
-/* Keep what a reconnect needs to post wr again (see uct_syncmem_replay_t),
- * and the PSNs it takes, from which a resumed QP starts again. */
-static UCS_F_ALWAYS_INLINE void
-uct_syncmem_replay_save(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
-                        const struct ibv_send_wr *wr, uint16_t sn)
+/* The ring entry of request sn (the ring exists). */
+static UCS_F_ALWAYS_INLINE uct_syncmem_replay_t *
+uct_syncmem_replay_entry(const uct_syncmem_ep_t *ep, unsigned sn)
 {
-    unsigned idx            = sn & ep->rc.mask;
-    uct_syncmem_replay_t *e = &ep->rc.ring[idx];
-    uint8_t *data           = ep->rc.data + idx * iface->config.replay_data;
+    return (uct_syncmem_replay_t*)(ep->rc.ring +
+                                   (sn & ep->rc.mask) * ep->rc.stride);
+}
+
+/*
+ * The entry of an inline request sn of length bytes, for the caller to fill
+ * in the rest (remote address or immediate data, the bytes). One packet: a
+ * short request is at most UCT_SYNCMEM_MAX_INLINE bytes, the smallest path
+ * MTU.
+ */
+static UCS_F_ALWAYS_INLINE uct_syncmem_replay_t *
+uct_syncmem_replay_inline(uct_syncmem_ep_t *ep, unsigned sn, uint8_t opcode,
+                          uint8_t send_flags, unsigned length)
+{
+    uct_syncmem_replay_t *e = uct_syncmem_replay_entry(ep, sn);
+
+    e->length     = length;
+    e->opcode     = opcode;
+    e->send_flags = send_flags;
+    ++ep->rc.next_psn;
+    return e;
+}
+
+/* Keep what a reconnect or the doorbell needs to post wr (see
+ * uct_syncmem_replay_t), and count the PSNs it takes. */
+static UCS_F_ALWAYS_INLINE void
+uct_syncmem_replay_save(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
+                        uint16_t sn)
+{
+    uct_syncmem_replay_t *e = uct_syncmem_replay_entry(ep, sn);
+    struct ibv_sge *sge     = (struct ibv_sge*)e->data;
+    uint8_t *bytes          = (uint8_t*)e->data;
     size_t length           = 0;
     int i;
 
@@ -95,8 +129,9 @@ uct_syncmem_replay_save(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     } else if (uct_syncmem_opcode_is_atomic(wr->opcode)) {
         e->remote_addr = wr->wr.atomic.remote_addr;
         e->rkey        = wr->wr.atomic.rkey;
-        e->compare_add = wr->wr.atomic.compare_add;
-        e->swap        = wr->wr.atomic.swap;
+        e->data[0]     = wr->wr.atomic.compare_add;
+        e->data[1]     = wr->wr.atomic.swap;
+        sge            = (struct ibv_sge*)&e->data[2];
     } else {
         e->remote_addr = wr->wr.rdma.remote_addr;
         e->rkey        = wr->wr.rdma.rkey;
@@ -104,31 +139,27 @@ uct_syncmem_replay_save(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
 
     if (wr->send_flags & IBV_SEND_INLINE) {
         /* the source may be the caller's stack: copy the bytes */
-        e->inline_len = 0;
         for (i = 0; i < wr->num_sge; ++i) {
             if (wr->sg_list[i].length == 0) {
                 continue; /* an empty payload may have no address */
             }
-            memcpy(data + e->inline_len, (void*)(uintptr_t)wr->sg_list[i].addr,
+            memcpy(bytes + length, (void*)(uintptr_t)wr->sg_list[i].addr,
                    wr->sg_list[i].length);
-            e->inline_len += wr->sg_list[i].length;
+            length += wr->sg_list[i].length;
         }
         e->num_sge = 0;
-        length     = e->inline_len;
     } else {
         /* a nop or an empty write has no list (memcpy of NULL is UB) */
         e->num_sge = wr->num_sge;
         if (wr->num_sge > 0) {
-            memcpy(data, wr->sg_list, wr->num_sge * sizeof(*wr->sg_list));
+            memcpy(sge, wr->sg_list, wr->num_sge * sizeof(*wr->sg_list));
         }
         for (i = 0; i < wr->num_sge; ++i) {
             length += wr->sg_list[i].length;
         }
     }
-
-    e->psn          = ep->rc.next_psn;
-    e->npkts        = uct_syncmem_wr_npkts(ep, wr->opcode, length);
-    ep->rc.next_psn = (e->psn + e->npkts) & UCT_SYNCMEM_PSN_MASK;
+    e->length        = length;
+    ep->rc.next_psn += uct_syncmem_wr_npkts(ep, wr->opcode, length);
 }
 
 /* Immediate data of an AM that ep posts next (layout in syncmem.h). */
@@ -140,11 +171,53 @@ uct_syncmem_am_imm(const uct_syncmem_ep_t *ep, uint8_t id)
 }
 
 /*
- * Post one work request. It is signalled when an op waits on it (a user
- * completion, fetched data), and otherwise every tx_moderation requests so
- * that send queue slots come back; a completion retires every request up
- * to it, because RC completes in order. The bookkeeping comes before the
- * post, so that after it only the endpoint is needed.
+ * The send flags of request sn: signalled when an op waits on it (a user
+ * completion, fetched data), and otherwise every tx_moderation requests
+ * (a power of 2) so that send queue slots come back; a completion retires
+ * every request up to it, because RC completes in order. Fenced when asked.
+ */
+static UCS_F_ALWAYS_INLINE unsigned
+uct_syncmem_ep_tx_flags(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                        unsigned flags, int signal, unsigned sn)
+{
+    if (signal || !(sn & iface->config.tx_signal_mask)) {
+        flags              |= IBV_SEND_SIGNALED;
+        ep->tx.signaled_sn  = sn;
+    }
+    if (ucs_unlikely(ep->fence)) {
+        flags     |= IBV_SEND_FENCE;
+        ep->fence  = 0;
+    }
+    return flags;
+}
+
+/* Was the last request posted unsignalled? Then nothing would report it
+ * (a flush or the watchdog posts a signalled one after it). */
+static UCS_F_ALWAYS_INLINE int
+uct_syncmem_ep_last_unsignaled(const uct_syncmem_ep_t *ep)
+{
+    return ep->tx.signaled_sn != ep->tx.sn;
+}
+
+void uct_syncmem_ep_keep(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                         uct_syncmem_op_t *op);
+
+/* Request sn takes its send queue slot and CQ entry (the caller checked
+ * there is room: uct_syncmem_ep_check_tx). */
+static UCS_F_ALWAYS_INLINE void
+uct_syncmem_ep_tx_take(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                       unsigned sn)
+{
+    ep->tx.sn = sn;
+    --ep->tx.available;
+    --iface->cq_available;
+}
+
+/*
+ * Post request sn, which took the last slot (uct_syncmem_ep_tx_take): wr,
+ * with its flags and wr_id set and its ring entry (if any) written; or with
+ * batch (TX_DB_BATCH > 1) keep it for the doorbell. The bookkeeping comes
+ * before the post, so that after it only the endpoint is needed.
  *
  * Doorbell batching (UCX_SYNCMEM_TX_DB_BATCH > 1): the request is kept in
  * the replay ring only, and posted with the others as one chain (one
@@ -154,57 +227,49 @@ uct_syncmem_am_imm(const uct_syncmem_ep_t *ep, uint8_t id)
  * the iface is armed for events (the caller may sleep next).
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_ep_post_wr(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                       struct ibv_send_wr *wr, uct_syncmem_op_t *op,
+                       unsigned sn, int batch)
+{
+    int ret;
+
+    if (op != NULL) {
+        op->sn = sn;
+    }
+    if (batch) {
+        uct_syncmem_ep_keep(iface, ep, op);
+        return UCS_OK;
+    }
+
+    ret = ibv_post_send(ep->qp, wr, &ep->bad_wr);
+    if (ucs_unlikely(ret != 0)) {
+        return uct_syncmem_ep_post_failed(ep, wr, ret);
+    }
+    if (op != NULL) {
+        ucs_queue_push(&ep->tx.outstanding, &op->queue);
+    }
+    return UCS_OK;
+}
+
+/* Post one work request (any but put_short and am_short, which write their
+ * ring entry themselves): signal it if asked (see uct_syncmem_ep_tx_flags),
+ * and keep it in the ring. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_ep_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
                     struct ibv_send_wr *wr, uct_syncmem_op_t *op, int signal)
 {
     uint16_t sn = ep->tx.sn + 1;
-    int ret;
 
-    if (signal || (++ep->tx.unsignaled >= iface->config.tx_moderation)) {
-        wr->send_flags    |= IBV_SEND_SIGNALED;
-        ep->tx.unsignaled  = 0;
-    }
-    if (ucs_unlikely(ep->fence)) {
-        wr->send_flags |= IBV_SEND_FENCE;
-        ep->fence       = 0;
-    }
-    wr->wr_id = sn;
-    wr->next  = NULL;
+    wr->send_flags = uct_syncmem_ep_tx_flags(iface, ep, wr->send_flags,
+                                             signal, sn);
+    wr->wr_id      = sn;
+    wr->next       = NULL;
     if (ep->rc.ring != NULL) {
-        uct_syncmem_replay_save(iface, ep, wr, sn);
+        uct_syncmem_replay_save(ep, wr, sn);
     }
-
-    ep->tx.sn = sn;
-    --ep->tx.available;
-    --iface->cq_available;
-    if (iface->config.db_batch > 1) {
-        if (op != NULL) {
-            op->sn = sn;
-            ucs_queue_push(&ep->tx.outstanding, &op->queue);
-        }
-        if (ucs_list_is_empty(&ep->db_list)) {
-            ucs_list_add_tail(&iface->db_eps, &ep->db_list);
-        }
-        if (ucs_unlikely(((uint16_t)(sn - ep->tx.rung_sn) >=
-                          iface->config.db_batch) ||
-                         (ep->tx.available <= 0) ||
-                         (iface->cq_available <= 0) || iface->armed)) {
-            uct_syncmem_ep_ring(ep);
-        }
-        return UCS_OK;
-    }
-
-    ret = ibv_post_send(ep->qp, wr, &iface->bad_wr);
-    if (ucs_unlikely(ret != 0)) {
-        return uct_syncmem_ep_post_failed(ep, wr, ret);
-    }
-    ep->tx.rung_sn = sn;
-
-    if (op != NULL) {
-        op->sn = sn;
-        ucs_queue_push(&ep->tx.outstanding, &op->queue);
-    }
-    return UCS_OK;
+    uct_syncmem_ep_tx_take(iface, ep, sn);
+    return uct_syncmem_ep_post_wr(iface, ep, wr, op, sn,
+                                  ucs_unlikely(iface->config.db_batch > 1));
 }
 
 /* A signalled empty write: it completes after everything posted before it,

@@ -269,10 +269,11 @@ uct_syncmem_verify_am_inline(uct_syncmem_ep_t *ep, uint8_t id, void *buf,
     return uct_syncmem_ep_post(iface, ep, &wr, NULL, 0);
 }
 
-ucs_status_t uct_syncmem_verify_am_short(uct_syncmem_ep_t *ep, uint8_t id,
-                                         uint64_t hdr, const void *payload,
-                                         unsigned length)
+static ucs_status_t
+uct_syncmem_verify_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                            const void *payload, unsigned length)
 {
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
     uint8_t buf[iface->config.max_inline + UCT_SYNCMEM_CRC_LEN];
@@ -294,10 +295,11 @@ ucs_status_t uct_syncmem_verify_am_short(uct_syncmem_ep_t *ep, uint8_t id,
     return uct_syncmem_verify_am_inline(ep, id, buf, sizeof(hdr) + length);
 }
 
-ucs_status_t uct_syncmem_verify_am_short_iov(uct_syncmem_ep_t *ep, uint8_t id,
-                                             const uct_iov_t *iov,
-                                             size_t iovcnt)
+static ucs_status_t
+uct_syncmem_verify_am_short_iov(uct_ep_h tl_ep, uint8_t id,
+                                const uct_iov_t *iov, size_t iovcnt)
 {
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
     uint8_t buf[iface->config.max_inline + UCT_SYNCMEM_CRC_LEN];
@@ -325,9 +327,12 @@ ucs_status_t uct_syncmem_verify_am_short_iov(uct_syncmem_ep_t *ep, uint8_t id,
     return uct_syncmem_verify_am_inline(ep, id, buf, length);
 }
 
-ssize_t uct_syncmem_verify_am_bcopy(uct_syncmem_ep_t *ep, uint8_t id,
-                                    uct_pack_callback_t pack_cb, void *arg)
+static ssize_t
+uct_syncmem_verify_am_bcopy(uct_ep_h tl_ep, uint8_t id,
+                            uct_pack_callback_t pack_cb, void *arg,
+                            unsigned flags)
 {
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
     uct_syncmem_desc_t *desc;
@@ -381,12 +386,13 @@ static void uct_syncmem_verify_am_zcopy_done(uct_syncmem_op_t *op,
 
 /* Header and trailer in a bounce buffer, the payload from the user's iov:
  * one SGE more than without the check (iface_query's max_iov says so). */
-ucs_status_t uct_syncmem_verify_am_zcopy(uct_syncmem_ep_t *ep, uint8_t id,
-                                         const void *header,
-                                         unsigned header_length,
-                                         const uct_iov_t *iov, size_t iovcnt,
-                                         uct_completion_t *comp)
+static ucs_status_t
+uct_syncmem_verify_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
+                            unsigned header_length, const uct_iov_t *iov,
+                            size_t iovcnt, unsigned flags,
+                            uct_completion_t *comp)
 {
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
     struct ibv_sge sge[iovcnt + 2];
@@ -624,11 +630,12 @@ uct_syncmem_verify_put_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     return UCS_OK;
 }
 
-ucs_status_t uct_syncmem_verify_put_short(uct_syncmem_ep_t *ep,
-                                          const void *buffer, unsigned length,
-                                          uint64_t remote_addr,
-                                          uct_rkey_t rkey)
+static ucs_status_t
+uct_syncmem_verify_put_short(uct_ep_h tl_ep, const void *buffer,
+                             unsigned length, uint64_t remote_addr,
+                             uct_rkey_t rkey)
 {
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
     uct_syncmem_verify_put_t *vp;
@@ -658,10 +665,11 @@ ucs_status_t uct_syncmem_verify_put_short(uct_syncmem_ep_t *ep,
 /* The read lands in the buffer the write was sent from: the responder
  * answers it only after the write arrived, so the write's data has left
  * that buffer long before. */
-ssize_t uct_syncmem_verify_put_bcopy(uct_syncmem_ep_t *ep,
-                                     uct_pack_callback_t pack_cb, void *arg,
-                                     uint64_t remote_addr, uct_rkey_t rkey)
+static ssize_t
+uct_syncmem_verify_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                             void *arg, uint64_t remote_addr, uct_rkey_t rkey)
 {
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
     uct_syncmem_verify_put_t *vp;
@@ -702,12 +710,12 @@ ssize_t uct_syncmem_verify_put_bcopy(uct_syncmem_ep_t *ep,
     return sge.length;
 }
 
-ucs_status_t uct_syncmem_verify_put_zcopy(uct_syncmem_ep_t *ep,
-                                          const uct_iov_t *iov, size_t iovcnt,
-                                          uint64_t remote_addr,
-                                          uct_rkey_t rkey,
-                                          uct_completion_t *comp)
+static ucs_status_t
+uct_syncmem_verify_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
+                             size_t iovcnt, uint64_t remote_addr,
+                             uct_rkey_t rkey, uct_completion_t *comp)
 {
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
     struct ibv_sge sge[iovcnt + 1];
@@ -752,11 +760,23 @@ static ucs_mpool_ops_t uct_syncmem_verify_mpool_ops = {
 ucs_status_t uct_syncmem_verify_init(uct_syncmem_iface_t *iface,
                                      const uct_syncmem_iface_config_t *config)
 {
+    uct_iface_ops_t *ops = &iface->super.super.ops;
+
     iface->verify.inject = config->verify_inject;
     memset(&iface->verify.counters, 0, sizeof(iface->verify.counters));
     if (iface->config.verify == UCT_SYNCMEM_VERIFY_NONE) {
         return UCS_OK;
     }
+
+    /* the iface's own copy of the ops: the checked sends replace the
+     * plain ones, so that these never test for VERIFY */
+    ops->ep_put_short    = uct_syncmem_verify_put_short;
+    ops->ep_put_bcopy    = uct_syncmem_verify_put_bcopy;
+    ops->ep_put_zcopy    = uct_syncmem_verify_put_zcopy;
+    ops->ep_am_short     = uct_syncmem_verify_am_short;
+    ops->ep_am_short_iov = uct_syncmem_verify_am_short_iov;
+    ops->ep_am_bcopy     = uct_syncmem_verify_am_bcopy;
+    ops->ep_am_zcopy     = uct_syncmem_verify_am_zcopy;
 
     return uct_syncmem_mpool_init(&iface->verify.mp,
                                   sizeof(uct_syncmem_verify_put_t),

@@ -130,7 +130,7 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
                 ep->rc.st_time      = now;
                 ep->rc.st_psn_valid = 0;
                 /* requests that completed unsignalled would never say so */
-                if ((ep->tx.unsignaled != 0) &&
+                if (uct_syncmem_ep_last_unsignaled(ep) &&
                     uct_syncmem_ep_has_tx_res(iface, ep)) {
                     uct_syncmem_ep_post_nop(iface, ep);
                     uct_syncmem_ep_ring(ep);
