@@ -167,9 +167,10 @@ if [[ $guest == yes ]]; then
 fi
 
 # Counting, per step: gtest '[  PASSED  ] N tests.' and 'N FAILED TEST(S)';
-# the PASS/FAIL lines of perftest, lanes, mpi and shmem. A crash or an
+# a gtest run cut short (no summary) counts its ended cases and one failure
+# more; the PASS/FAIL lines of perftest, lanes, mpi and shmem. A crash or an
 # assertion where no test failed, a step that did not end or ended non-zero
-# with no failure counted, a gtest step without its summary: one more each.
+# with no failure counted: one failure more each.
 stepdir=$dir/steps
 rm -rf "$stepdir"; mkdir -p "$stepdir"
 awk -v d="$stepdir" '/^matrix-step [a-z0-9-]+$/ {f = d "/" $2; printf "" > f}
@@ -182,10 +183,19 @@ for s in "${expect[@]}"; do
     if [[ ! -f $f ]]; then
         failed=$((failed + 1)); problems+=("$s: did not run"); continue
     fi
-    p=$(( $(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$f" | sum) +
-          $(grep -cE '^PASS (perftest|lanes|mpi|shmem)' "$f" || true) ))
-    n=$(( $(sed -n 's/^ *\([0-9]*\) FAILED TESTS\{0,1\}$/\1/p' "$f" | sum) +
-          $(grep -cE '^FAIL (perftest|lanes|mpi|shmem)' "$f" || true) ))
+    p=$(grep -cE '^PASS (perftest|lanes|mpi|shmem)' "$f" || true)
+    n=$(grep -cE '^FAIL (perftest|lanes|mpi|shmem)' "$f" || true)
+    if [[ $s == *-gtest ]]; then
+        if grep -qE '^\[==========\] [0-9]+ tests? from .* ran\.' "$f"; then
+            p=$((p + $(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$f" | sum)))
+            n=$((n + $(sed -n 's/^ *\([0-9]*\) FAILED TESTS\{0,1\}$/\1/p' "$f" | sum)))
+        else
+            # cut short: the cases that ended, and one failure for the cut
+            p=$((p + $(grep -c '^\[       OK \]' "$f" || true)))
+            n=$((n + $(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$f" || true) + 1))
+            problems+=("$s: no gtest summary (cut short: crashed or killed)")
+        fi
+    fi
     if ((n == 0)) && grep -qE 'Segmentation fault|Aborted|core dumped|Assertion .* failed' "$f"; then
         n=1; problems+=("$s: a crash or an assertion, with no failed test counted")
     fi
@@ -194,9 +204,6 @@ for s in "${expect[@]}"; do
         n=$((n + 1)); problems+=("$s: did not finish (the guest timed out or died: see the log)")
     elif ((end != 0 && n == 0)); then
         n=1; problems+=("$s: exit $end with no failure counted")
-    fi
-    if [[ -n $end && $s == *-gtest ]] && ! grep -qE '^\[==========\] [0-9]+ tests? from .* ran\.' "$f"; then
-        n=$((n + 1)); problems+=("$s: no gtest summary (crashed?)")
     fi
     passed=$((passed + p)) failed=$((failed + n))
 done
