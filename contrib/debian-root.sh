@@ -17,11 +17,12 @@ repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 suite=trixie
 # UCX and its verbs transports, what our configure needs to run there, and
-# the MPIs linked to that UCX (Open MPI: pml/osc ucx and OSHMEM; MPICH) and
-# /usr/bin/time (contrib/perftest-pair.sh) for ucx-matrix.sh --root.
+# the MPIs linked to that UCX (Open MPI: pml/osc ucx and OSHMEM; MPICH),
+# /usr/bin/time (contrib/perftest-pair.sh), ip, tc and tcpdump (the wire
+# tests) for ucx-matrix.sh --root.
 packages=(libucx0 ucx-utils libucx-dev rdma-core ibverbs-providers
           ibverbs-utils libibverbs-dev gcc g++ make pkg-config dpkg-dev
-          openmpi-bin libopenmpi-dev mpich libmpich-dev time)
+          openmpi-bin libopenmpi-dev mpich libmpich-dev time iproute2 tcpdump)
 # Bump when the way the root is made changes (part of the key).
 format=1
 
