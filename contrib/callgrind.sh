@@ -24,7 +24,8 @@ mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Prints "CALLS TOTAL OWN" for callgrind output FILE: the calls of FUNCTION,
+# Prints "CALLS TOTAL OWN" for callgrind output FILE: the calls of FUNCTION
+# (and of its variants, FUNCTION_*),
 # all instructions collected (only inside FUNCTION), and those in OBJECT
 # (the transport's library). Names are compressed: "(12) name" defines id
 # 12, a later "(12)" refers to it. A cost line right after "calls=" is the
@@ -42,7 +43,7 @@ summarize() {
         /^cob=/     { name("o", substr($0, 5)); next }
         /^fn=/      { name("f", substr($0, 4)); next }
         /^cfn=/     { called = name("f", substr($0, 5)); next }
-        /^calls=/   { if (called == fn) { split($0, a, /[= ]/); calls += a[2] }
+        /^calls=/   { if (index(called, fn) == 1) { split($0, a, /[= ]/); calls += a[2] }
                       skip = 1; next }
         /^[0-9+*-]/ { if (skip) { skip = 0; next }
                       if (index(ob, own)) mine += $2 }
@@ -50,18 +51,28 @@ summarize() {
 }
 
 # op:function suffix:ucx_perftest args (put_short_mr: back to back, where
-# doorbell batching posts many requests per ibv_post_send)
+# doorbell batching posts many requests per ibv_post_send). The count
+# covers every function whose name starts with uct_<tl>_<suffix>: syncmem's
+# put_short and am_short come in variants for the iface's settings.
 ops="put_short:ep_put_short:-t put_lat -D short -s 8
 put_short_mr:ep_put_short:-t put_bw -D short -s 8
+put_bcopy:ep_put_bcopy:-t put_lat -D bcopy -s 8
+put_zcopy:ep_put_zcopy:-t put_lat -D zcopy -s 8
+get_bcopy:ep_get_bcopy:-t get -D bcopy -s 8 -O 1
 am_short:ep_am_short:-t am_lat -D short -s 8
-get_bcopy:ep_get_bcopy:-t get -D bcopy -s 8 -O 1"
+atomic_fadd64:ep_atomic64_fetch:-t fadd -s 8 -O 1"
 
 echo "op,transport,calls,instructions,own_instructions" > "$out/callgrind.csv"
 echo "$ops" | while IFS=: read -r op fn args; do
-    # syncmem_db16: syncmem with doorbell batching (TX_DB_BATCH=16)
-    for col in syncmem syncmem_db16 rc_verbs; do
-        tl=${col%_db16} db=
-        [ "$col" = syncmem_db16 ] && db="--env UCX_SYNCMEM_TX_DB_BATCH=16"
+    # syncmem: its defaults (reconnect on); syncmem_norc: reconnect off (no
+    # replay ring); syncmem_db16: doorbell batching, 16 requests a doorbell
+    for col in syncmem syncmem_norc syncmem_db16 rc_verbs; do
+        tl=${col%_*} env=
+        case $col in
+            syncmem_norc) env="--env UCX_SYNCMEM_RECONNECT=n" ;;
+            syncmem_db16) env="--env UCX_SYNCMEM_TX_DB_BATCH=16" ;;
+            rc_verbs)     tl=rc_verbs ;;
+        esac
         # syncmem posts at its doorbell: inside the operation when a batch is
         # full, else from progress (uct_syncmem_iface_ring_all), counted too,
         # so that a batched post is shared by the requests in it. (Only
@@ -74,9 +85,9 @@ echo "$ops" | while IFS=: read -r op fn args; do
         f=$tmp/$op.$col
         # LD_BIND_NOW: no lazy symbol binding inside the first call
         # shellcheck disable=SC2086
-        if ! "$top/contrib/perftest-pair.sh" --env LD_BIND_NOW=1 $db \
+        if ! "$top/contrib/perftest-pair.sh" --env LD_BIND_NOW=1 $env \
                 --wrap "valgrind -q --tool=callgrind --callgrind-out-file=$f
-                        --toggle-collect=uct_${tl}_$fn $ring" \
+                        --toggle-collect=uct_${tl}_$fn* $ring" \
                 -- -x "$tl" -d "$dev" $args -n 1000 -w 10 >/dev/null 2>&1; then
             echo "$op,$col,nan,nan,nan" >> "$out/callgrind.csv"
             continue
@@ -87,19 +98,5 @@ echo "$ops" | while IFS=: read -r op fn args; do
 done
 
 echo "== user-space instructions per call (callgrind; 'own' is the transport's"
-echo "   code, the rest is the verbs provider and libc below it; db16: syncmem"
-echo "   with doorbell batching, 16 a doorbell; ratios are syncmem / rc_verbs)"
-printf '%-12s %8s %8s %8s %6s %6s %7s %7s %7s %6s\n' op syncmem db16 rc_verbs ratio \
-    "db16/rc" "own sm" "own db16" "own rc" ratio
-awk -F, 'NR > 1 && $3 > 0 { t[$1, $2] = $4 / $3; o[$1, $2] = $5 / $3 }
-    NR > 1 && !($1 in seen) { seen[$1] = 1; order[++n] = $1 }
-    function r(a, b) { return (b > 0) ? sprintf("%.2f", a / b) : "-" }
-    END {
-        for (i = 1; i <= n; ++i) {
-            k = order[i]
-            s = t[k, "syncmem"]; d = t[k, "syncmem_db16"]; c = t[k, "rc_verbs"]
-            so = o[k, "syncmem"]; do1 = o[k, "syncmem_db16"]; co = o[k, "rc_verbs"]
-            printf "%-12s %8.1f %8.1f %8.1f %6s %6s %7.1f %7.1f %7.1f %6s\n", k, s, d, c,
-                   r(s, c), r(d, c), so, do1, co, r(so, co)
-        }
-    }' "$out/callgrind.csv"
+echo "   code, the rest is the verbs provider and libc below it)"
+python3 "$top/contrib/tables.py" callgrind "$out"

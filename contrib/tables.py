@@ -8,6 +8,7 @@ this does the arithmetic. Python 3, standard library only.
 
   contrib/tables.py bench  DIR [--markdown FILE]...   bench.sh's tables
   contrib/tables.py faults DIR [--markdown FILE]...   faults.sh's table
+  contrib/tables.py callgrind DIR                     callgrind.sh's tables
 
 DIR holds what the scripts wrote:
   bench:  results.csv   test,transport,rep,value      (the main table)
@@ -373,7 +374,9 @@ def bench_blocks(d):
         parts.append("#### Instructions per call (callgrind)\n\n"
                      "User-space instructions per call of the transport's entry point, "
                      "everything below it included; own: the transport's library "
-                     "alone. `syncmem_db16`: doorbell batching, 16 a doorbell.\n\n" +
+                     "alone. `syncmem`: its defaults (reconnect on); `syncmem_norc`: "
+                     "`UCX_SYNCMEM_RECONNECT=n`; `syncmem_db16`: doorbell batching, "
+                     "16 a doorbell.\n\n" +
                      "All instructions:\n\n%s\nOwn instructions:\n\n%s"
                      % tuple(callgrind_tables(cg)))
     rc = os.path.join(d, "regcost.txt")
@@ -471,6 +474,15 @@ def has_markers(text):
 def main(argv):
     if len(argv) > 1 and argv[1] in ("-h", "--help"):
         print(__doc__.strip())
+        return 0
+    if len(argv) == 3 and argv[1] == "callgrind":
+        rows = read_csv(os.path.join(argv[2], "callgrind.csv"))
+        if not rows:
+            print("tables.py: no callgrind.csv in %s" % argv[2], file=sys.stderr)
+            return 1
+        sys.stdout.write("All instructions per call:\n\n%s\n"
+                         "Own instructions per call:\n\n%s"
+                         % tuple(callgrind_tables(rows)))
         return 0
     if len(argv) < 3 or argv[1] not in ("bench", "faults"):
         print("usage: tables.py bench|faults DIR [--markdown FILE]... (--help)",
