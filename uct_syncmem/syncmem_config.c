@@ -190,7 +190,7 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "        fails the put with UCS_ERR_IO_ERROR (its completion, or else its\n"
      "        endpoint). Cost: a CRC of every byte sent and received, and for\n"
      "        puts the data crosses the wire twice plus a round trip per\n"
-     "        SEG_SIZE chunk (README, 'Consistency check', has numbers).\n"
+     "        SEG_SIZE chunk (contrib/verify-cost.sh measures it).\n"
      "A receiver checks every message that carries a CRC, whatever its own\n"
      "setting.",
      ucs_offsetof(uct_syncmem_iface_config_t, verify),

@@ -3,8 +3,8 @@
 # OpenSHMEM over UCX with syncmem alone: Open MPI's OSHMEM (oshrun, spml
 # ucx), UCX_TLS=syncmem, the module preloaded (syncmem-run --print); PEs on
 # one device (SYNCMEM_DEV0): 2, then 4 (SYNCMEM_SHMEM_PES changes that).
-# (4 PEs hung in shmem_finalize while doorbell batching was the default:
-# see the README.)
+# (4 PEs hang in shmem_finalize with doorbell batching: TX_DB_BATCH's
+# documentation says why.)
 # --mca osc ^rdma: Debian 12's OSHMEM crashes at finalize with the rdma
 # one-sided component.
 #
