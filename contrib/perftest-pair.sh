@@ -97,7 +97,8 @@ if kill -0 $server 2>/dev/null; then
     pid=$(awk '{print $1}' "/proc/$server/task/$server/children" 2>/dev/null)
     wchan=$(cat "/proc/${pid:-$server}/wchan" 2>/dev/null)
     case "$wchan" in
-        *accept*) where="waiting in accept() for a client that never connected" ;;
+        *accept*) if [ $crc -ne 0 ]; then where="waiting in accept(): the client never connected"
+                  else where="waiting in accept() again after its client's run"; fi ;;
         *) where="waiting in ${wchan:-?}" ;;
     esac
     kill $server 2>/dev/null; wait $server
