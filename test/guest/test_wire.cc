@@ -34,6 +34,11 @@ protected:
             uct_rkey_release(m_component, &r.second);
             uct_md_mem_dereg(m_md1, r.first);
         }
+        // what a failed assertion left registered: a debug build of UCS
+        // aborts closing an md with a region still in use
+        for (uct_mem_h memh : m_local) {
+            uct_md_mem_dereg(m_md, memh);
+        }
         syncmem_test::TearDown();
     }
 
@@ -69,6 +74,23 @@ protected:
             }
         }
         return total;
+    }
+
+    // Registers mem on this side (md), until release() or the end of the
+    // test, whichever comes first.
+    uct_mem_h local(std::vector<uint64_t> &mem) {
+        uct_mem_h memh = nullptr;
+        EXPECT_EQ(UCS_OK, uct_md_mem_reg(m_md, mem.data(), mem.size() * 8,
+                                         UCT_MD_MEM_ACCESS_ALL, &memh));
+        if (memh != nullptr) {
+            m_local.push_back(memh);
+        }
+        return memh;
+    }
+
+    void release(uct_mem_h memh) {
+        m_local.erase(std::find(m_local.begin(), m_local.end(), memh));
+        uct_md_mem_dereg(m_md, memh);
     }
 
     // Registers size bytes on the far side (md1) for remote access.
@@ -119,6 +141,7 @@ protected:
     std::string                                        m_dev1, m_net[2];
     uct_md_h                                           m_md1 = nullptr;
     std::vector<std::pair<uct_mem_h, uct_rkey_bundle_t>> m_regs;
+    std::vector<uct_mem_h> m_local;
 
     // The ifaces of a test that breaks the wire: ours, whose RC gives up
     // in about 30 ms and whose handshake retries every cm_timeout, and the
@@ -445,9 +468,8 @@ TEST_F(syncmem_wire_test, reconnect_after_a_cut_read_reply_returns_the_data)
     for (size_t size : { (size_t)2048, (size_t)512, far.size() * 8 }) {
         SCOPED_TRACE("get of " + std::to_string(size) + " bytes");
         std::vector<uint64_t> got(far.size(), 0xa5a5a5a5a5a5a5a5ull);
-        uct_mem_h memh;
-        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, got.data(), got.size() * 8,
-                                         UCT_MD_MEM_ACCESS_ALL, &memh));
+        uct_mem_h memh = local(got);
+        ASSERT_NE(nullptr, memh);
         unsigned gen = uct_syncmem_ep_reconnects(ep);
 
         // the peer's replies to us fail to leave it, from now on; its
@@ -498,6 +520,6 @@ TEST_F(syncmem_wire_test, reconnect_after_a_cut_read_reply_returns_the_data)
                              << std::hex << got[first] << " (a5a5..: the get"
                              << " completed without its data)";
         EXPECT_TRUE(m_errors.empty());
-        uct_md_mem_dereg(m_md, memh);
+        release(memh);
     }
 }
