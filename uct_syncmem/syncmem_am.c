@@ -490,7 +490,9 @@ uct_syncmem_ep_am_short_inl(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         sge[0].addr   = (uintptr_t)e->data;
         sge[0].length = sizeof(hdr) + length;
         wr->num_sge   = 1;
-        memcpy(&e->data[1], payload, length);
+        if (length != 0) { /* no payload may come as NULL */
+            memcpy(&e->data[1], payload, length);
+        }
     }
     UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, sizeof(hdr) + length);
     uct_syncmem_ep_tx_take(iface, ep, sn);

@@ -61,7 +61,9 @@ uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
         e->remote_addr             = remote_addr;
         e->rkey                    = rkey;
         ep->inl_put.sge[0].addr = (uintptr_t)e->data;
-        memcpy(e->data, buffer, length);
+        if (ucs_likely(length != 0)) { /* an empty put may have no buffer */
+            memcpy(e->data, buffer, length);
+        }
         UCT_SYNCMEM_RELOAD(ep);
     }
     uct_syncmem_ep_tx_take(iface, ep, sn);
