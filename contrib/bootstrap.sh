@@ -27,12 +27,14 @@ esac
 # tests,
 # libdrm headers for the dma-buf test (vgem), tcpdump for the traffic class
 # test (test/guest/test_qos.cc); clang and its libFuzzer for contrib/fuzz.sh,
-# valgrind for test/valgrind.sh.
+# valgrind for test/valgrind.sh, python3 for the tables (contrib/tables.py,
+# test/tables.test, which would otherwise skip).
 pkgs="libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
       ibverbs-providers perftest googletest autoconf automake libtool
       pkg-config make g++ dpkg-dev qemu-system-x86 busybox-static kmod cpio
       iproute2 openmpi-bin libopenmpi-dev mpich libmpich-dev time gnuplot-nox
-      bsdextrautils libdrm-dev tcpdump clang-14 libclang-rt-14-dev valgrind"
+      bsdextrautils libdrm-dev tcpdump clang-14 libclang-rt-14-dev valgrind
+      python3"
 
 # configure fetches the installed UCX's Debian source package (its internal
 # headers) with 'apt-get source', which needs deb-src entries; configure
