@@ -219,13 +219,13 @@ static ucs_status_t uct_syncmem_rc_start(uct_syncmem_ep_t *ep,
 }
 
 /* The peer kept its QP: bring the old one back (its flushes are all in) to
- * where it stopped, and let the spare go instead. The requests posted
- * again keep their PSNs (uct_syncmem_qp_resume). */
-static ucs_status_t uct_syncmem_rc_resume(uct_syncmem_ep_t *ep)
+ * where it stopped, and let the spare go instead. The count requests
+ * posted again (from fail_sn) keep their PSNs (uct_syncmem_qp_resume). */
+static ucs_status_t uct_syncmem_rc_resume(uct_syncmem_ep_t *ep,
+                                         uint16_t count)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    uint16_t count             = ep->tx.sn - ep->rc.fail_sn + 1;
     uint32_t sq_psn            = (ep->rc.next_psn -
                                   uct_syncmem_replay_npkts(ep, ep->rc.fail_sn,
                                                            count)) &
@@ -254,25 +254,23 @@ static ucs_status_t uct_syncmem_rc_finish(uct_syncmem_ep_t *ep)
                                                 uct_syncmem_iface_t);
     int resumed                = ep->cm.resumed;
     unsigned lost              = ep->rc.lost;
+    uint16_t count             = ep->tx.sn - ep->rc.fail_sn + 1; /* again */
     ucs_status_t status;
 
     if (resumed) {
-        status = uct_syncmem_rc_resume(ep);
+        status = uct_syncmem_rc_resume(ep, count);
     } else {
         status = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
                                         ep->cm.peer_rc_qpn);
         /* a new QP starts at PSN 0 */
-        ep->rc.next_psn = uct_syncmem_replay_npkts(ep, ep->rc.fail_sn,
-                                                   ep->tx.sn - ep->rc.fail_sn +
-                                                   1);
+        ep->rc.next_psn = uct_syncmem_replay_npkts(ep, ep->rc.fail_sn, count);
     }
     if (status != UCS_OK) {
         return status;
     }
     uct_syncmem_replay_destroy_old_qp(ep);
 
-    status = uct_syncmem_replay_post(ep, ep->rc.fail_sn,
-                                     ep->tx.sn - ep->rc.fail_sn + 1,
+    status = uct_syncmem_replay_post(ep, ep->rc.fail_sn, count,
                                      resumed ? UCT_SYNCMEM_POST_RESUMED :
                                                UCT_SYNCMEM_POST_AGAIN);
     if (status != UCS_OK) {
@@ -285,7 +283,7 @@ static ucs_status_t uct_syncmem_rc_finish(uct_syncmem_ep_t *ep)
              " failed", ep, ep->cm.peer_iface_id,
              ucs_time_to_msec(ucs_get_time() - ep->rc.started),
              resumed ? "the same QPs, resumed" : "a new QP",
-             (uint16_t)(ep->tx.sn - ep->rc.fail_sn + 1), ep->rc.lost - lost);
+             count, ep->rc.lost - lost);
     if (ep->rc.lost > lost) {
         ucs_warn("syncmem: ep %p: %u atomic operations may or may not have"
                  " run when the link to iface 0x%" PRIx64 " failed; they"
