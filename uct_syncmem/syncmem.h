@@ -378,6 +378,8 @@ struct uct_syncmem_iface {
     struct ibv_wc      stash[2];  /* found while arming; see syncmem_event.c */
     uint8_t            stashed;   /* UCS_BIT(UCT_SYNCMEM_DIR_*) */
     uint8_t            armed;     /* event_arm: the user may sleep now */
+    uint8_t            db_quiet;  /* nothing posted since the last progress:
+                                   * the next request goes at once */
     ucs_list_link_t    eps;
     ucs_list_link_t    db_eps;    /* endpoints with requests to ring */
     khash_t(uct_syncmem_qp_eps) qp_eps;

@@ -57,14 +57,15 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      UCS_CONFIG_TYPE_MEMUNITS},
 
     {"TX_DB_BATCH", "1",
-     "Requests posted to the device with one doorbell: they are kept until\n"
+     "Requests posted to the device with one doorbell. The first request\n"
+     "after a progress is posted at once; those that follow it are kept until\n"
      "this many have gathered, the endpoint or the completion queue runs out\n"
      "of room, or the next progress, flush or check, whichever comes first,\n"
      "then posted as one chain (on Soft-RoCE one system call instead of one\n"
      "per request). 1 (the default) posts every request at once. Above 1 a\n"
-     "request is on the wire only once its worker is progressed again: only\n"
-     "for callers that do so (OpenSHMEM's finalize, which sends on one worker\n"
-     "and then waits on another, hangs).",
+     "request sent right after another is on the wire only once its worker is\n"
+     "progressed again: only for callers that do so (OpenSHMEM's finalize,\n"
+     "which sends on one worker and then waits on another, hangs).",
      ucs_offsetof(uct_syncmem_iface_config_t, tx_db_batch),
      UCS_CONFIG_TYPE_UINT},
 

@@ -75,6 +75,7 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
     if (!ucs_list_is_empty(&iface->db_eps)) {
         uct_syncmem_iface_ring_all(iface);
     }
+    iface->db_quiet = 1;
     return count;
 }
 
@@ -544,6 +545,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     ucs_list_head_init(&self->eps);
     ucs_list_head_init(&self->db_eps);
     self->armed = 0;
+    self->db_quiet = 1;
     kh_init_inplace(uct_syncmem_qp_eps, &self->qp_eps);
     ucs_arbiter_init(&self->arbiter);
 

@@ -219,10 +219,12 @@ uct_syncmem_ep_tx_take(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
  * batch (TX_DB_BATCH > 1) keep it for the doorbell. The bookkeeping comes
  * before the post, so that after it only the endpoint is needed.
  *
- * Doorbell batching (UCX_SYNCMEM_TX_DB_BATCH > 1): the request is kept in
- * the replay ring only, and posted with the others as one chain (one
- * doorbell; on Soft-RoCE one system call) at the next progress, flush or
- * check, when TX_DB_BATCH have gathered, when the endpoint or the CQ
+ * Doorbell batching (UCX_SYNCMEM_TX_DB_BATCH > 1): the first request after
+ * a progress is posted at once, so that a lone request costs what it costs
+ * without batching and waits for nothing. Those that follow it before the
+ * next progress are kept in the replay ring only, and posted as one chain
+ * (one doorbell; on Soft-RoCE one system call) at the next progress, flush
+ * or check, when TX_DB_BATCH have gathered, when the endpoint or the CQ
  * runs out of room (the caller's next send would block), or at once while
  * the iface is armed for events (the caller may sleep next).
  */
@@ -237,8 +239,13 @@ uct_syncmem_ep_post_wr(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
         op->sn = sn;
     }
     if (batch) {
-        uct_syncmem_ep_keep(iface, ep, op);
-        return UCS_OK;
+        if (!iface->db_quiet) {
+            uct_syncmem_ep_keep(iface, ep, op);
+            return UCS_OK;
+        }
+        /* nothing kept anywhere (progress rang it all): this one goes now */
+        ucs_assert(ucs_list_is_empty(&iface->db_eps));
+        iface->db_quiet = 0;
     }
 
     ret = ibv_post_send(ep->qp, wr, &ep->bad_wr);

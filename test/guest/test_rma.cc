@@ -461,8 +461,9 @@ TEST_F(syncmem_rma_test, garbled_rkey_is_refused)
     EXPECT_NE(UCS_OK, uct_rkey_unpack(m_component, zero.data(), &rkey));
 }
 
-// Doorbell batching (TX_DB_BATCH): requests wait in the endpoint until the
-// batch is full or the next progress; one progress call posts a lone one.
+// Doorbell batching (TX_DB_BATCH): the first request after a progress is
+// posted at once (a lone request waits for nothing); those after it wait in
+// the endpoint until the batch is full or the next progress.
 TEST_F(syncmem_rma_test, doorbell_batch_waits_for_progress_or_a_full_batch)
 {
     uct_iface_h iface;
@@ -475,35 +476,38 @@ TEST_F(syncmem_rma_test, doorbell_batch_waits_for_progress_or_a_full_batch)
     }
     buffer *dst = alloc(64 * 8, 0);
     volatile uint64_t *words = (volatile uint64_t*)dst->data.data();
-
-    // 7 of a batch of 8: nothing is posted until progress
-    for (uint64_t i = 0; i < 7; ++i) {
+    auto put = [&](uint64_t i) {
         uint64_t v = i + 1;
         ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &v, 8, (uintptr_t)&words[i],
                                            dst->rkey.rkey));
+    };
+    auto arrives = [&](uint64_t i) {
+        wait_bound bound("word " + std::to_string(i) + " to be written");
+        while ((words[i] != i + 1) && bound()) {
+            usleep(100); // no progress: the device does it alone
+        }
+        EXPECT_EQ(i + 1, words[i]);
+    };
+
+    // the first goes at once, the 7 after it (of a batch of 8) wait
+    for (uint64_t i = 0; i < 8; ++i) {
+        put(i);
     }
+    arrives(0);
     usleep(200 * 1000);
-    for (int i = 0; i < 7; ++i) {
+    for (int i = 1; i < 8; ++i) {
         EXPECT_EQ(0u, words[i]) << "posted before its doorbell";
     }
     progress(); // one call rings it; the device does the rest
-    for (int i = 0; (i < 20000) && (words[6] != 7); ++i) {
-        usleep(100);
-    }
-    EXPECT_EQ(7u, words[6]);
+    arrives(7);
 
-    // a full batch is posted at once, with no progress at all
-    for (uint64_t i = 8; i < 16; ++i) {
-        uint64_t v = i + 1;
-        ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &v, 8, (uintptr_t)&words[i],
-                                           dst->rkey.rkey));
+    // the first at once, and a full batch after it with no progress at all
+    for (uint64_t i = 8; i < 17; ++i) {
+        put(i);
     }
-    for (int i = 0; (i < 20000) && (words[15] != 16); ++i) {
-        usleep(100);
-    }
-    EXPECT_EQ(16u, words[15]);
+    arrives(16);
     flush(ep);
-    for (uint64_t i = 0; i < 16; ++i) {
-        EXPECT_EQ((i == 7) ? 0 : i + 1, words[i]) << i;
+    for (uint64_t i = 0; i < 17; ++i) {
+        EXPECT_EQ(i + 1, words[i]) << i;
     }
 }
