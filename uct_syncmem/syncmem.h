@@ -212,6 +212,10 @@ enum {
  * (one PSN: the fast path counts them without looking at the MTU). */
 #define UCT_SYNCMEM_MAX_INLINE 256
 
+/* Most scatter/gather entries in one request: an array of them fits on
+ * the fast path's stack (a variable one costs a frame pointer). */
+#define UCT_SYNCMEM_MAX_SGE    32
+
 /*
  * A request as it was posted, kept until it completes, so that a reconnect
  * can post it again and a doorbell can post it at all (syncmem_replay.c).

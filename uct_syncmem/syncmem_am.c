@@ -525,7 +525,7 @@ ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_sge sge[iovcnt + 1];
+    struct ibv_sge sge[UCT_SYNCMEM_MAX_SGE];
     struct ibv_send_wr wr;
     ucs_status_t status;
     size_t i;
@@ -560,6 +560,7 @@ ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
                                                 uct_syncmem_iface_t);
     uct_syncmem_desc_t *desc;
     struct ibv_send_wr wr;
+    struct ibv_sge sge;
     ucs_status_t status;
     ssize_t length;
 
@@ -570,9 +571,17 @@ ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id,
         return status;
     }
 
-    uct_syncmem_wr_send(ep, &wr, id, NULL, 1);
-    length = uct_syncmem_ep_post_bcopy(iface, ep, desc, &wr, pack_cb, arg);
-    UCT_TL_EP_STAT_OP_IF_SUCCESS(length, &ep->super, AM, BCOPY, length);
+    length = uct_syncmem_desc_pack(iface, desc, pack_cb, arg, &sge);
+    if (ucs_unlikely(length < 0)) {
+        return length;
+    }
+    uct_syncmem_wr_send(ep, &wr, id, &sge, 1);
+    status = uct_syncmem_ep_post(iface, ep, &wr, &desc->super, 0);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put(desc);
+        return status;
+    }
+    UCT_TL_EP_STAT_OP(&ep->super, AM, BCOPY, length);
     return length;
 }
 
@@ -594,10 +603,11 @@ ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_sge sge[iovcnt + 1];
+    struct ibv_sge sge[UCT_SYNCMEM_MAX_SGE];
     uct_syncmem_desc_t *desc;
     struct ibv_send_wr wr;
     ucs_status_t status;
+    uint32_t length;
     int num_sge;
 
 
@@ -619,7 +629,8 @@ ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id,
     sge[0].addr   = (uintptr_t)uct_syncmem_desc_data(desc);
     sge[0].length = header_length;
     sge[0].lkey   = desc->lkey;
-    num_sge       = 1 + uct_syncmem_sge_fill_iov(&sge[1], iov, iovcnt);
+    num_sge       = 1 + uct_syncmem_sge_fill_iov(&sge[1], iov, iovcnt,
+                                                 &length);
 
     uct_syncmem_wr_send(ep, &wr, id, sge, num_sge);
     status = uct_syncmem_ep_post(iface, ep, &wr, &desc->super, comp != NULL);

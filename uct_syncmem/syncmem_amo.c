@@ -84,28 +84,28 @@ static uint64_t uct_syncmem_amo_apply(const uct_syncmem_amo_t *amo,
     return (word & ~mask) | (new_part & mask);
 }
 
-static ucs_status_t uct_syncmem_amo_post_wr(uct_syncmem_iface_t *iface,
-                                            uct_syncmem_desc_t *desc,
-                                            enum ibv_wr_opcode opcode,
-                                            uint64_t compare_add,
-                                            uint64_t swap, int signal)
+/* The HCA writes the word's old value here. */
+static UCS_F_ALWAYS_INLINE void
+uct_syncmem_amo_sge(uct_syncmem_desc_t *desc, struct ibv_sge *sge)
+{
+    sge->addr   = (uintptr_t)&uct_syncmem_amo_of(desc)->fetched;
+    sge->length = sizeof(uint64_t);
+    sge->lkey   = desc->lkey;
+}
+
+/* A step of an emulated operation: CAS(compare -> swap), signalled. */
+static ucs_status_t uct_syncmem_amo_post_cas(uct_syncmem_iface_t *iface,
+                                             uct_syncmem_desc_t *desc,
+                                             uint64_t compare, uint64_t swap)
 {
     uct_syncmem_amo_t *amo = uct_syncmem_amo_of(desc);
-    struct ibv_send_wr wr;
     struct ibv_sge sge;
 
-    sge.addr                  = (uintptr_t)&amo->fetched;
-    sge.length                = sizeof(uint64_t);
-    sge.lkey                  = desc->lkey;
-    wr.opcode                 = opcode;
-    wr.send_flags             = 0;
-    wr.sg_list                = &sge;
-    wr.num_sge                = 1;
-    wr.wr.atomic.remote_addr  = amo->remote_addr;
-    wr.wr.atomic.rkey         = (uint32_t)amo->rkey;
-    wr.wr.atomic.compare_add  = compare_add;
-    wr.wr.atomic.swap         = swap;
-    return uct_syncmem_ep_post(iface, amo->ep, &wr, &desc->super, signal);
+    uct_syncmem_amo_sge(desc, &sge);
+    return uct_syncmem_ep_post_sge(iface, amo->ep, IBV_WR_ATOMIC_CMP_AND_SWP,
+                                   amo->remote_addr, amo->rkey, compare, swap,
+                                   &sge, 1, sizeof(uint64_t), &desc->super,
+                                   1);
 }
 
 static void uct_syncmem_amo_finish(uct_syncmem_desc_t *desc,
@@ -160,8 +160,7 @@ static void uct_syncmem_amo_cas_done(uct_syncmem_op_t *op, ucs_status_t status)
         return;
     }
 
-    status = uct_syncmem_amo_post_wr(iface, desc, IBV_WR_ATOMIC_CMP_AND_SWP,
-                                     seen, next, 1);
+    status = uct_syncmem_amo_post_cas(iface, desc, seen, next);
     if (status != UCS_OK) {
         uct_syncmem_amo_finish(desc, status, 0);
     }
@@ -176,6 +175,97 @@ static void uct_syncmem_amo_native_done(uct_syncmem_op_t *op,
     uct_syncmem_amo_finish(desc, status, uct_syncmem_amo_of(desc)->fetched);
 }
 
+/* Gets the bounce buffer of an atomic and fills in what its completion
+ * reads. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_amo_desc(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                     int native, unsigned size, void *result,
+                     uct_completion_t *comp, uct_syncmem_desc_t **desc_p)
+{
+    ucs_status_t status;
+    uct_syncmem_amo_t *amo;
+
+    status = uct_syncmem_ep_tx_desc(iface, ep,
+                                    native ? uct_syncmem_amo_native_done :
+                                             uct_syncmem_amo_cas_done, desc_p);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    (*desc_p)->super.comp = comp;
+    amo                   = uct_syncmem_amo_of(*desc_p);
+    amo->result           = result;
+    amo->size             = size;
+    amo->emulated         = !native;
+    return UCS_OK;
+}
+
+/* An operation the HCA lacks: started as its first compare-and-swap. Out
+ * of line, so that the native ones keep few registers. */
+static UCS_F_NOINLINE ucs_status_t
+uct_syncmem_amo_emulate(uct_syncmem_ep_t *ep, unsigned opcode, unsigned size,
+                        uint64_t value, uint64_t compare, uint64_t remote_addr,
+                        uct_rkey_t rkey, void *result, uct_completion_t *comp)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uct_syncmem_desc_t *desc;
+    uct_syncmem_amo_t *amo;
+    ucs_status_t status;
+
+    status = uct_syncmem_amo_desc(iface, ep, 0, size, result, comp, &desc);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    amo              = uct_syncmem_amo_of(desc);
+    amo->ep          = ep;
+    amo->remote_addr = remote_addr & ~(uint64_t)7;
+    amo->rkey        = rkey;
+    amo->value       = value;
+    amo->compare     = compare;
+    amo->opcode      = opcode;
+    amo->shift       = (remote_addr & 4) * 8; /* little-endian halves */
+    /* guess 0: done in one step if right, a pure read if not */
+    amo->guess       = 0;
+    status           = uct_syncmem_amo_post_cas(iface, desc, 0,
+                                                uct_syncmem_amo_apply(amo, 0));
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put(desc);
+        return status;
+    }
+    ++ep->amo_inflight;
+    return UCS_OK;
+}
+
+/* One of the HCA's own (64-bit fetch-add, compare-swap), at the address as
+ * given: a misaligned one fails. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_amo_native(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                       enum ibv_wr_opcode opcode, uint64_t compare_add,
+                       uint64_t swap, uint64_t remote_addr, uct_rkey_t rkey,
+                       void *result, uct_completion_t *comp, int signal)
+{
+    uct_syncmem_desc_t *desc;
+    struct ibv_sge sge;
+    ucs_status_t status;
+
+    status = uct_syncmem_amo_desc(iface, ep, 1, sizeof(uint64_t), result,
+                                  comp, &desc);
+    if (ucs_unlikely(status != UCS_OK)) {
+        return status;
+    }
+
+    uct_syncmem_amo_sge(desc, &sge);
+    status = uct_syncmem_ep_post_sge(iface, ep, opcode, remote_addr, rkey,
+                                     compare_add, swap, &sge, 1,
+                                     sizeof(uint64_t), &desc->super, signal);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put(desc);
+    }
+    return status;
+}
+
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_amo_start(uct_ep_h tl_ep, unsigned opcode, unsigned size,
                       uint64_t value, uint64_t compare, uint64_t remote_addr,
@@ -184,59 +274,24 @@ uct_syncmem_amo_start(uct_ep_h tl_ep, unsigned opcode, unsigned size,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    int native                 = (size == 8) &&
-                                 ((opcode == UCT_ATOMIC_OP_ADD) ||
-                                  (opcode == UCT_ATOMIC_OP_CSWAP));
-    uct_syncmem_desc_t *desc;
-    uct_syncmem_amo_t *amo;
     ucs_status_t status;
-    uint64_t first;
 
     UCT_CHECK_PARAM(!(remote_addr & (size - 1)),
                     "syncmem: atomic address 0x%" PRIx64 " is not aligned to"
                     " %u bytes", remote_addr, size);
-    status = uct_syncmem_ep_tx_desc(iface, ep,
-                                    native ? uct_syncmem_amo_native_done :
-                                             uct_syncmem_amo_cas_done, &desc);
-    if (ucs_unlikely(status != UCS_OK)) {
-        return status;
-    }
-
-    desc->super.comp = comp;
-    amo              = uct_syncmem_amo_of(desc);
-    amo->ep          = ep;
-    amo->remote_addr = remote_addr & ~(uint64_t)7;
-    amo->rkey        = rkey;
-    amo->value       = value;
-    amo->compare     = compare;
-    amo->result      = result;
-    amo->opcode      = opcode;
-    amo->size        = size;
-    amo->shift       = (remote_addr & 4) * 8; /* little-endian halves */
-    amo->emulated    = !native;
-
-    if (native) {
-        status = (opcode == UCT_ATOMIC_OP_ADD) ?
-                 uct_syncmem_amo_post_wr(iface, desc,
-                                         IBV_WR_ATOMIC_FETCH_AND_ADD, value, 0,
-                                         comp != NULL) :
-                 uct_syncmem_amo_post_wr(iface, desc,
-                                         IBV_WR_ATOMIC_CMP_AND_SWP, compare,
-                                         value, 1);
+    if ((size == 8) && (opcode == UCT_ATOMIC_OP_ADD)) {
+        status = uct_syncmem_amo_native(iface, ep, IBV_WR_ATOMIC_FETCH_AND_ADD,
+                                        value, 0, remote_addr, rkey, result,
+                                        comp, comp != NULL);
+    } else if ((size == 8) && (opcode == UCT_ATOMIC_OP_CSWAP)) {
+        status = uct_syncmem_amo_native(iface, ep, IBV_WR_ATOMIC_CMP_AND_SWP,
+                                        compare, value, remote_addr, rkey,
+                                        result, comp, 1);
     } else {
-        /* guess 0: done in one step if right, a pure read if not */
-        amo->guess = 0;
-        first      = uct_syncmem_amo_apply(amo, 0);
-        status     = uct_syncmem_amo_post_wr(iface, desc,
-                                             IBV_WR_ATOMIC_CMP_AND_SWP, 0,
-                                             first, 1);
-        if (status == UCS_OK) {
-            ++ep->amo_inflight;
-        }
+        status = uct_syncmem_amo_emulate(ep, opcode, size, value, compare,
+                                         remote_addr, rkey, result, comp);
     }
-
     if (ucs_unlikely(status != UCS_OK)) {
-        ucs_mpool_put(desc);
         return status;
     }
 

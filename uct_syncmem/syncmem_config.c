@@ -71,7 +71,7 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
 
     {"TX_MAX_SGE", "6",
      "Largest number of iov entries in one zero-copy put or get (also capped\n"
-     "by the device).",
+     "by the device, and at 32).",
      ucs_offsetof(uct_syncmem_iface_config_t, tx_max_sge), UCS_CONFIG_TYPE_UINT},
 
     {"SEG_SIZE", "8k",

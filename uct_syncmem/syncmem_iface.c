@@ -509,8 +509,9 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
                                               self->config.tx_queue_len));
     self->config.max_inline         = ucs_min(config->tx_max_inline,
                                               UCT_SYNCMEM_MAX_INLINE);
-    self->config.max_sge            = ucs_min(config->tx_max_sge,
-                                              (unsigned)dev->max_sge);
+    self->config.max_sge            = ucs_min(ucs_min(config->tx_max_sge,
+                                                      (unsigned)dev->max_sge),
+                                              UCT_SYNCMEM_MAX_SGE);
     self->config.seg_size           = config->seg_size;
     self->config.cm_timeout         = config->cm_timeout;
     self->config.cm_retries         = config->cm_retries;

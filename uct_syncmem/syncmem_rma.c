@@ -104,7 +104,7 @@ ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
     uct_syncmem_desc_t *desc;
-    struct ibv_send_wr wr;
+    struct ibv_sge sge;
     ucs_status_t status;
     ssize_t length;
 
@@ -113,9 +113,18 @@ ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
         return status;
     }
 
-    uct_syncmem_wr_rdma(&wr, IBV_WR_RDMA_WRITE, NULL, 1, remote_addr, rkey);
-    length = uct_syncmem_ep_post_bcopy(iface, ep, desc, &wr, pack_cb, arg);
-    UCT_TL_EP_STAT_OP_IF_SUCCESS(length, &ep->super, PUT, BCOPY, length);
+    length = uct_syncmem_desc_pack(iface, desc, pack_cb, arg, &sge);
+    if (ucs_unlikely(length < 0)) {
+        return length;
+    }
+    status = uct_syncmem_ep_post_sge(iface, ep, IBV_WR_RDMA_WRITE, remote_addr,
+                                     rkey, 0, 0, &sge, 1, length,
+                                     &desc->super, 0);
+    if (ucs_unlikely(status != UCS_OK)) {
+        ucs_mpool_put(desc);
+        return status;
+    }
+    UCT_TL_EP_STAT_OP(&ep->super, PUT, BCOPY, length);
     return length;
 }
 
@@ -128,10 +137,10 @@ uct_syncmem_ep_rdma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_sge sge[iovcnt + 1];
+    struct ibv_sge sge[UCT_SYNCMEM_MAX_SGE];
     uct_syncmem_op_t *op = NULL;
-    struct ibv_send_wr wr;
     ucs_status_t status;
+    uint32_t length;
     int num_sge;
 
     UCT_CHECK_IOV_SIZE(iovcnt, max_iov, "rdma zcopy");
@@ -147,9 +156,10 @@ uct_syncmem_ep_rdma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
         }
     }
 
-    num_sge = uct_syncmem_sge_fill_iov(sge, iov, iovcnt);
-    uct_syncmem_wr_rdma(&wr, opcode, sge, num_sge, remote_addr, rkey);
-    status = uct_syncmem_ep_post(iface, ep, &wr, op, comp != NULL);
+    num_sge = uct_syncmem_sge_fill_iov(sge, iov, iovcnt, &length);
+    status  = uct_syncmem_ep_post_sge(iface, ep, opcode, remote_addr, rkey, 0,
+                                      0, sge, num_sge, length, op,
+                                      comp != NULL);
     if (ucs_unlikely(status != UCS_OK)) {
         if (op != NULL) {
             ucs_mpool_put(op);
@@ -219,7 +229,6 @@ ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h tl_ep,
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
     uct_syncmem_desc_t *desc;
-    struct ibv_send_wr wr;
     struct ibv_sge sge;
     ucs_status_t status;
 
@@ -236,8 +245,9 @@ ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h tl_ep,
     sge.addr   = (uintptr_t)uct_syncmem_desc_data(desc);
     sge.length = length;
     sge.lkey   = desc->lkey;
-    uct_syncmem_wr_rdma(&wr, IBV_WR_RDMA_READ, &sge, 1, remote_addr, rkey);
-    status = uct_syncmem_ep_post(iface, ep, &wr, &desc->super, 1);
+    status     = uct_syncmem_ep_post_sge(iface, ep, IBV_WR_RDMA_READ,
+                                         remote_addr, rkey, 0, 0, &sge, 1,
+                                         length, &desc->super, 1);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put(desc);
         return status;

@@ -109,57 +109,95 @@ uct_syncmem_replay_inline(uct_syncmem_ep_t *ep, unsigned sn, uint8_t opcode,
     return e;
 }
 
-/* Keep what a reconnect or the doorbell needs to post wr (see
- * uct_syncmem_replay_t), and count the PSNs it takes. */
+/*
+ * Keep what a reconnect or the doorbell needs to post request sn: an RDMA
+ * (with atomic: an atomic's operands) from num_sge entries of sge, length
+ * bytes; count the PSNs it takes. Made from values the operation holds:
+ * read back from a work request, each would be loaded again after every
+ * byte stored into the entry (which may alias it).
+ */
+static UCS_F_ALWAYS_INLINE void
+uct_syncmem_replay_sge(uct_syncmem_ep_t *ep, uint16_t sn, uint8_t opcode,
+                       uint8_t send_flags, uint64_t remote_addr, uint32_t rkey,
+                       uint64_t compare_add, uint64_t swap,
+                       const struct ibv_sge *sge, int num_sge, uint32_t length)
+{
+    uct_syncmem_replay_t *e = uct_syncmem_replay_entry(ep, sn);
+    struct ibv_sge *dst     = (struct ibv_sge*)e->data;
+    int i;
+
+    e->remote_addr = remote_addr;
+    e->rkey        = rkey;
+    e->length      = length;
+    e->opcode      = opcode;
+    e->send_flags  = send_flags;
+    e->num_sge     = num_sge;
+    e->lost        = 0;
+    if (uct_syncmem_opcode_is_atomic(opcode)) {
+        e->data[0] = compare_add;
+        e->data[1] = swap;
+        dst        = (struct ibv_sge*)&e->data[2];
+    }
+    for (i = 0; i < num_sge; ++i) {
+        dst[i] = sge[i];
+    }
+    ep->rc.next_psn += uct_syncmem_wr_npkts(ep, opcode, length);
+}
+
+/* The same for any work request wr (rare ones: AMs but am_short, VERIFY's
+ * sends, the nop): inline bytes are copied, the source may be the
+ * caller's stack. */
 static UCS_F_ALWAYS_INLINE void
 uct_syncmem_replay_save(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
                         uint16_t sn)
 {
-    uct_syncmem_replay_t *e = uct_syncmem_replay_entry(ep, sn);
-    struct ibv_sge *sge     = (struct ibv_sge*)e->data;
-    uint8_t *bytes          = (uint8_t*)e->data;
-    size_t length           = 0;
+    uct_syncmem_replay_t *e;
+    uint8_t *bytes;
+    size_t length = 0;
     int i;
 
-    e->opcode     = wr->opcode;
-    e->send_flags = wr->send_flags;
-    e->lost       = 0;
-    if (wr->opcode == IBV_WR_SEND_WITH_IMM) {
-        e->imm_data = wr->imm_data;
-    } else if (uct_syncmem_opcode_is_atomic(wr->opcode)) {
-        e->remote_addr = wr->wr.atomic.remote_addr;
-        e->rkey        = wr->wr.atomic.rkey;
-        e->data[0]     = wr->wr.atomic.compare_add;
-        e->data[1]     = wr->wr.atomic.swap;
-        sge            = (struct ibv_sge*)&e->data[2];
-    } else {
-        e->remote_addr = wr->wr.rdma.remote_addr;
-        e->rkey        = wr->wr.rdma.rkey;
+    for (i = 0; i < wr->num_sge; ++i) {
+        length += wr->sg_list[i].length;
+    }
+    if (uct_syncmem_opcode_is_atomic(wr->opcode)) {
+        uct_syncmem_replay_sge(ep, sn, wr->opcode, wr->send_flags,
+                               wr->wr.atomic.remote_addr, wr->wr.atomic.rkey,
+                               wr->wr.atomic.compare_add, wr->wr.atomic.swap,
+                               wr->sg_list, wr->num_sge, length);
+        return;
     }
 
-    if (wr->send_flags & IBV_SEND_INLINE) {
-        /* the source may be the caller's stack: copy the bytes */
+    e = uct_syncmem_replay_entry(ep, sn);
+    if (wr->opcode == IBV_WR_SEND_WITH_IMM) {
+        e->imm_data = wr->imm_data;
+    }
+    if (!(wr->send_flags & IBV_SEND_INLINE)) {
+        uct_syncmem_replay_sge(ep, sn, wr->opcode, wr->send_flags,
+                               (wr->opcode == IBV_WR_SEND_WITH_IMM) ? 0 :
+                               wr->wr.rdma.remote_addr,
+                               (wr->opcode == IBV_WR_SEND_WITH_IMM) ? 0 :
+                               wr->wr.rdma.rkey, 0, 0, wr->sg_list,
+                               wr->num_sge, length);
+    } else {
+        bytes = (uint8_t*)e->data;
         for (i = 0; i < wr->num_sge; ++i) {
             if (wr->sg_list[i].length == 0) {
                 continue; /* an empty payload may have no address */
             }
-            memcpy(bytes + length, (void*)(uintptr_t)wr->sg_list[i].addr,
+            memcpy(bytes, (void*)(uintptr_t)wr->sg_list[i].addr,
                    wr->sg_list[i].length);
-            length += wr->sg_list[i].length;
+            bytes += wr->sg_list[i].length;
         }
-        e->num_sge = 0;
-    } else {
-        /* a nop or an empty write has no list (memcpy of NULL is UB) */
-        e->num_sge = wr->num_sge;
-        if (wr->num_sge > 0) {
-            memcpy(sge, wr->sg_list, wr->num_sge * sizeof(*wr->sg_list));
+        if (wr->opcode != IBV_WR_SEND_WITH_IMM) {
+            e->remote_addr = wr->wr.rdma.remote_addr;
+            e->rkey        = wr->wr.rdma.rkey;
         }
-        for (i = 0; i < wr->num_sge; ++i) {
-            length += wr->sg_list[i].length;
-        }
+        e->length        = length;
+        e->opcode        = wr->opcode;
+        e->send_flags    = wr->send_flags;
+        e->lost          = 0;
+        ep->rc.next_psn += uct_syncmem_wr_npkts(ep, wr->opcode, length);
     }
-    e->length        = length;
-    ep->rc.next_psn += uct_syncmem_wr_npkts(ep, wr->opcode, length);
 }
 
 /* Immediate data of an AM that ep posts next (layout in syncmem.h). */
@@ -279,6 +317,47 @@ uct_syncmem_ep_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
                                   ucs_unlikely(iface->config.db_batch > 1));
 }
 
+/*
+ * Post an RDMA (put, get) or an atomic (compare_add, swap) from num_sge
+ * entries of sge, length bytes: uct_syncmem_ep_post for the operations
+ * that matter most, with the ring entry written from the arguments (see
+ * uct_syncmem_replay_sge).
+ */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_ep_post_sge(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                        enum ibv_wr_opcode opcode, uint64_t remote_addr,
+                        uct_rkey_t rkey, uint64_t compare_add, uint64_t swap,
+                        struct ibv_sge *sge, int num_sge, uint32_t length,
+                        uct_syncmem_op_t *op, int signal)
+{
+    unsigned sn    = ep->tx.sn + 1u;
+    unsigned flags = uct_syncmem_ep_tx_flags(iface, ep, 0, signal, sn);
+    struct ibv_send_wr wr;
+
+    if (ep->rc.ring != NULL) {
+        uct_syncmem_replay_sge(ep, sn, opcode, flags, remote_addr, rkey,
+                               compare_add, swap, sge, num_sge, length);
+    }
+    wr.wr_id      = sn;
+    wr.next       = NULL;
+    wr.sg_list    = sge;
+    wr.num_sge    = num_sge;
+    wr.opcode     = opcode;
+    wr.send_flags = flags;
+    if (uct_syncmem_opcode_is_atomic(opcode)) {
+        wr.wr.atomic.remote_addr = remote_addr;
+        wr.wr.atomic.rkey        = (uint32_t)rkey;
+        wr.wr.atomic.compare_add = compare_add;
+        wr.wr.atomic.swap        = swap;
+    } else {
+        wr.wr.rdma.remote_addr   = remote_addr;
+        wr.wr.rdma.rkey          = (uint32_t)rkey;
+    }
+    uct_syncmem_ep_tx_take(iface, ep, sn);
+    return uct_syncmem_ep_post_wr(iface, ep, &wr, op, sn,
+                                  ucs_unlikely(iface->config.db_batch > 1));
+}
+
 /* A signalled empty write: it completes after everything posted before it,
  * so it reports on unsignalled requests (flush) or on the peer (ep_check). */
 static inline ucs_status_t
@@ -337,45 +416,35 @@ uct_syncmem_ep_tx_desc(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
 }
 
 /*
- * bcopy: packs the user's data into the bounce buffer and posts wr (opcode
- * and remote part already set) from it. Returns the length, or an error
- * after giving the buffer back.
+ * bcopy: packs the user's data into the bounce buffer, the sge to post it
+ * from. Returns the length, or an error after giving the buffer back.
  */
 static UCS_F_ALWAYS_INLINE ssize_t
-uct_syncmem_ep_post_bcopy(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
-                          uct_syncmem_desc_t *desc, struct ibv_send_wr *wr,
-                          uct_pack_callback_t pack_cb, void *arg)
+uct_syncmem_desc_pack(uct_syncmem_iface_t *iface, uct_syncmem_desc_t *desc,
+                      uct_pack_callback_t pack_cb, void *arg,
+                      struct ibv_sge *sge)
 {
-    struct ibv_sge sge;
-    ucs_status_t status;
-
-    sge.addr   = (uintptr_t)uct_syncmem_desc_data(desc);
-    sge.length = pack_cb(uct_syncmem_desc_data(desc), arg);
-    sge.lkey   = desc->lkey;
+    sge->addr   = (uintptr_t)uct_syncmem_desc_data(desc);
+    sge->length = pack_cb(uct_syncmem_desc_data(desc), arg);
+    sge->lkey   = desc->lkey;
     if (ENABLE_PARAMS_CHECK &&
-        ucs_unlikely(sge.length > iface->config.seg_size)) {
+        ucs_unlikely(sge->length > iface->config.seg_size)) {
         ucs_error("syncmem: bcopy packed %u bytes, more than SEG_SIZE (%zu)",
-                  sge.length, iface->config.seg_size);
+                  sge->length, iface->config.seg_size);
         ucs_mpool_put(desc);
         return UCS_ERR_INVALID_PARAM;
     }
-
-    wr->sg_list = &sge;
-    wr->num_sge = 1;
-    status      = uct_syncmem_ep_post(iface, ep, wr, &desc->super, 0);
-    if (ucs_unlikely(status != UCS_OK)) {
-        ucs_mpool_put(desc);
-        return status;
-    }
-    return sge.length;
+    return sge->length;
 }
 
-/* Scatter/gather list from a UCT iov; empty entries are left out. */
+/* Scatter/gather list from a UCT iov, and the bytes in it (*length_p);
+ * empty entries are left out. */
 static UCS_F_ALWAYS_INLINE int
 uct_syncmem_sge_fill_iov(struct ibv_sge *sge, const uct_iov_t *iov,
-                         size_t iovcnt)
+                         size_t iovcnt, uint32_t *length_p)
 {
-    int num_sge = 0;
+    uint32_t length = 0;
+    int num_sge     = 0;
     size_t i;
 
     for (i = 0; i < iovcnt; ++i) {
@@ -385,8 +454,10 @@ uct_syncmem_sge_fill_iov(struct ibv_sge *sge, const uct_iov_t *iov,
         }
         sge[num_sge].addr = (uintptr_t)iov[i].buffer;
         sge[num_sge].lkey = ((uct_syncmem_mem_t*)iov[i].memh)->mr->lkey;
+        length           += sge[num_sge].length;
         ++num_sge;
     }
+    *length_p = length;
     return num_sge;
 }
 

@@ -395,12 +395,12 @@ uct_syncmem_verify_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_sge sge[iovcnt + 2];
+    struct ibv_sge sge[UCT_SYNCMEM_MAX_SGE];
     uct_syncmem_desc_t *desc;
     struct ibv_send_wr wr;
     ucs_status_t status;
+    uint32_t crc, length;
     void *trailer;
-    uint32_t crc;
     int num_sge;
 
     UCT_CHECK_AM_ID(id);
@@ -428,7 +428,8 @@ uct_syncmem_verify_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
     sge[0].addr   = (uintptr_t)uct_syncmem_desc_data(desc);
     sge[0].length = header_length;
     sge[0].lkey   = desc->lkey;
-    num_sge       = 1 + uct_syncmem_sge_fill_iov(&sge[1], iov, iovcnt);
+    num_sge       = 1 + uct_syncmem_sge_fill_iov(&sge[1], iov, iovcnt,
+                                                 &length);
     uct_syncmem_crc_store(trailer, crc);
     sge[num_sge].addr   = (uintptr_t)trailer;
     sge[num_sge].length = UCT_SYNCMEM_CRC_LEN;
@@ -718,10 +719,11 @@ uct_syncmem_verify_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_sge sge[iovcnt + 1];
+    struct ibv_sge sge[UCT_SYNCMEM_MAX_SGE];
     uct_syncmem_verify_put_t *vp;
     struct ibv_send_wr wr;
     ucs_status_t status;
+    uint32_t length;
 
     UCT_CHECK_IOV_SIZE(iovcnt, (size_t)iface->config.max_sge, "put_zcopy");
     status = uct_syncmem_verify_put_start(iface, ep, remote_addr, rkey, comp,
@@ -732,9 +734,8 @@ uct_syncmem_verify_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
 
     wr.send_flags = 0;
     wr.sg_list    = sge;
-    wr.num_sge    = uct_syncmem_sge_fill_iov(sge, iov, iovcnt);
-    status = uct_syncmem_verify_put_post(iface, ep, vp, &wr,
-                                         uct_iov_total_length(iov, iovcnt),
+    wr.num_sge    = uct_syncmem_sge_fill_iov(sge, iov, iovcnt, &length);
+    status = uct_syncmem_verify_put_post(iface, ep, vp, &wr, length,
                                          uct_syncmem_crc32c_iov(0, iov,
                                                                 iovcnt));
     if (ucs_unlikely(status != UCS_OK)) {

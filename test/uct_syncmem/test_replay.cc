@@ -1,0 +1,199 @@
+// The replay ring's entries (syncmem_tx.inl, syncmem_replay.c): what the
+// fast path keeps of each request is what a reconnect or the doorbell
+// needs to post it again, and the PSNs a reconnect counts back match the
+// ones the requests took. Pure: no device, the endpoint is only its ring.
+#include <gtest/gtest.h>
+
+#include "replay_save.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+class replay_ring : public ::testing::Test {
+protected:
+    void SetUp() override {
+        m_ep = static_cast<uct_syncmem_ep_t*>(calloc(1, sizeof(*m_ep)));
+        ASSERT_NE(nullptr, m_ep);
+        m_ep->rc.stride    = sizeof(uct_syncmem_replay_t) + 256;
+        m_ep->rc.mask      = 7;
+        m_ep->rc.mtu_shift = 10; // 1024-byte path MTU
+        m_ep->rc.ring      = static_cast<uint8_t*>(
+                calloc(m_ep->rc.mask + 1, m_ep->rc.stride));
+        ASSERT_NE(nullptr, m_ep->rc.ring);
+        m_ep->rc.next_psn  = 100;
+    }
+
+    void TearDown() override {
+        free(m_ep->rc.ring);
+        free(m_ep);
+    }
+
+    static ibv_send_wr rdma(ibv_wr_opcode opcode, ibv_sge *sge, int num_sge) {
+        ibv_send_wr wr;
+        memset(&wr, 0, sizeof(wr));
+        wr.opcode              = opcode;
+        wr.sg_list             = sge;
+        wr.num_sge             = num_sge;
+        wr.wr.rdma.remote_addr = 0x1000;
+        wr.wr.rdma.rkey        = 0x77;
+        return wr;
+    }
+
+    uct_syncmem_replay_t *entry(uint16_t sn) {
+        return syncmem_test_replay_entry(m_ep, sn);
+    }
+
+    uct_syncmem_ep_t *m_ep = nullptr;
+};
+
+} // namespace
+
+// Inline bytes are copied: the caller's buffer may be gone by the replay.
+TEST_F(replay_ring, inline_put_keeps_its_bytes)
+{
+    uint8_t hdr[8], payload[3] = { 7, 8, 9 };
+    memset(hdr, 0xab, sizeof(hdr));
+    ibv_sge sge[3] = { { (uintptr_t)hdr, 8, 0 }, { 0, 0, 0 }, // empty, no address
+                       { (uintptr_t)payload, 3, 0 } };
+    ibv_send_wr wr = rdma(IBV_WR_RDMA_WRITE, sge, 3);
+    wr.send_flags  = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+
+    syncmem_test_replay_save(m_ep, &wr, 9); // wraps to slot 1
+    memset(hdr, 0, sizeof(hdr));
+    payload[0] = 0;
+
+    uct_syncmem_replay_t *e = entry(9);
+    EXPECT_EQ(entry(1), e);
+    EXPECT_EQ(IBV_WR_RDMA_WRITE, e->opcode);
+    EXPECT_EQ(IBV_SEND_INLINE | IBV_SEND_SIGNALED, e->send_flags);
+    EXPECT_EQ(0x1000u, e->remote_addr);
+    EXPECT_EQ(0x77u, e->rkey);
+    EXPECT_EQ(11u, e->length);
+    EXPECT_EQ(0, e->lost);
+    const uint8_t *bytes = reinterpret_cast<const uint8_t*>(e->data);
+    for (int i = 0; i < 8; ++i) {
+        EXPECT_EQ(0xab, bytes[i]) << i;
+    }
+    EXPECT_EQ(7, bytes[8]);
+    EXPECT_EQ(9, bytes[10]);
+    EXPECT_EQ(101u, m_ep->rc.next_psn); // one packet
+}
+
+// A scatter list is kept (its memory is held until completion), and a
+// request takes one PSN per MTU of payload, at least one.
+TEST_F(replay_ring, scatter_list_and_packets)
+{
+    ibv_sge sge[2] = { { 0x5000, 3000, 11 }, { 0x9000, 1097, 12 } };
+    ibv_send_wr wr = rdma(IBV_WR_RDMA_WRITE, sge, 2);
+
+    syncmem_test_replay_save(m_ep, &wr, 1);
+    uct_syncmem_replay_t *e = entry(1);
+    EXPECT_EQ(4097u, e->length);
+    EXPECT_EQ(2, e->num_sge);
+    const ibv_sge *kept = reinterpret_cast<const ibv_sge*>(e->data);
+    EXPECT_EQ(0x9000u, kept[1].addr);
+    EXPECT_EQ(1097u, kept[1].length);
+    EXPECT_EQ(12u, kept[1].lkey);
+    EXPECT_EQ(105u, m_ep->rc.next_psn); // 4097 bytes: 5 packets of 1024
+
+    ibv_send_wr empty = rdma(IBV_WR_RDMA_READ, nullptr, 0);
+    syncmem_test_replay_save(m_ep, &empty, 2);
+    EXPECT_EQ(0u, entry(2)->length);
+    EXPECT_EQ(106u, m_ep->rc.next_psn); // an empty request: one
+
+    ibv_sge one = { 0x5000, 1024, 11 };
+    ibv_send_wr read = rdma(IBV_WR_RDMA_READ, &one, 1);
+    syncmem_test_replay_save(m_ep, &read, 3);
+    EXPECT_EQ(107u, m_ep->rc.next_psn); // exactly one MTU: one
+
+    // a reconnect counts back from next_psn over the same requests
+    EXPECT_EQ(7u, uct_syncmem_replay_npkts(m_ep, 1, 3));
+    EXPECT_EQ(2u, uct_syncmem_replay_npkts(m_ep, 2, 2));
+    EXPECT_TRUE(uct_syncmem_replay_has_read(m_ep, 1, 3));
+    EXPECT_FALSE(uct_syncmem_replay_has_read(m_ep, 1, 1));
+}
+
+// An atomic keeps its operands, then its sge; it is one packet whatever
+// the length.
+TEST_F(replay_ring, atomic_keeps_operands)
+{
+    ibv_sge sge = { 0x7000, 8, 5 };
+    ibv_send_wr wr;
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode                = IBV_WR_ATOMIC_CMP_AND_SWP;
+    wr.sg_list               = &sge;
+    wr.num_sge               = 1;
+    wr.wr.atomic.remote_addr = 0x2008;
+    wr.wr.atomic.rkey        = 0x99;
+    wr.wr.atomic.compare_add = 41;
+    wr.wr.atomic.swap        = 42;
+
+    syncmem_test_replay_save(m_ep, &wr, 4);
+    uct_syncmem_replay_t *e = entry(4);
+    EXPECT_EQ(IBV_WR_ATOMIC_CMP_AND_SWP, e->opcode);
+    EXPECT_EQ(0x2008u, e->remote_addr);
+    EXPECT_EQ(0x99u, e->rkey);
+    EXPECT_EQ(41u, e->data[0]);
+    EXPECT_EQ(42u, e->data[1]);
+    EXPECT_EQ(0x7000u, reinterpret_cast<const ibv_sge*>(&e->data[2])->addr);
+    EXPECT_EQ(1, e->num_sge);
+    EXPECT_EQ(101u, m_ep->rc.next_psn);
+    EXPECT_EQ(1u, uct_syncmem_replay_npkts(m_ep, 4, 1));
+}
+
+// An active message keeps its immediate data (its id and number).
+TEST_F(replay_ring, send_keeps_immediate_data)
+{
+    ibv_sge sge[2] = { { 0x5000, 16, 1 }, { 0x6000, 2000, 2 } };
+    ibv_send_wr wr;
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode   = IBV_WR_SEND_WITH_IMM;
+    wr.imm_data = 0x12345678;
+    wr.sg_list  = sge;
+    wr.num_sge  = 2;
+
+    syncmem_test_replay_save(m_ep, &wr, 5);
+    EXPECT_EQ(0x12345678u, entry(5)->imm_data);
+    EXPECT_EQ(2016u, entry(5)->length);
+    EXPECT_EQ(2, entry(5)->num_sge);
+    EXPECT_EQ(102u, m_ep->rc.next_psn);
+}
+
+// The fast path's writer (from the request's values) and the generic one
+// (from the work request) keep the same entry.
+TEST_F(replay_ring, fast_and_generic_writers_agree)
+{
+    ibv_sge sge[2] = { { 0x5000, 1500, 11 }, { 0x9000, 100, 12 } };
+    std::vector<ibv_send_wr> wrs = { rdma(IBV_WR_RDMA_WRITE, sge, 2),
+                                     rdma(IBV_WR_RDMA_READ, sge, 1) };
+    ibv_send_wr amo;
+    memset(&amo, 0, sizeof(amo));
+    amo.opcode                = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    amo.send_flags            = IBV_SEND_FENCE;
+    amo.sg_list               = sge;
+    amo.num_sge               = 1;
+    amo.wr.atomic.remote_addr = 0x3000;
+    amo.wr.atomic.rkey        = 3;
+    amo.wr.atomic.compare_add = 5;
+    wrs.push_back(amo);
+
+    for (const ibv_send_wr &wr : wrs) {
+        uint32_t length = 0;
+        for (int i = 0; i < wr.num_sge; ++i) {
+            length += wr.sg_list[i].length;
+        }
+        memset(m_ep->rc.ring, 0xee, (m_ep->rc.mask + 1) * m_ep->rc.stride);
+        m_ep->rc.next_psn = 0;
+        syncmem_test_replay_save(m_ep, &wr, 1);
+        syncmem_test_replay_sge(m_ep, 2, &wr, length);
+        EXPECT_EQ(0, memcmp(entry(1), entry(2), sizeof(uct_syncmem_replay_t) +
+                            (2 + wr.num_sge) * sizeof(ibv_sge)))
+                << "opcode " << wr.opcode;
+        EXPECT_EQ(0u, m_ep->rc.next_psn % 2) << "opcode " << wr.opcode;
+        EXPECT_EQ(m_ep->rc.next_psn / 2,
+                  uct_syncmem_replay_npkts(m_ep, 1, 1)) << "opcode " << wr.opcode;
+    }
+}
