@@ -76,10 +76,11 @@ static UCS_F_ALWAYS_INLINE int uct_syncmem_opcode_is_atomic(int opcode)
 static UCS_F_ALWAYS_INLINE uint32_t
 uct_syncmem_wr_npkts(const uct_syncmem_ep_t *ep, int opcode, size_t length)
 {
-    if (uct_syncmem_opcode_is_atomic(opcode) || (length == 0)) {
+    if (uct_syncmem_opcode_is_atomic(opcode)) {
         return 1;
     }
-    return (length + UCS_MASK(ep->rc.mtu_shift)) >> ep->rc.mtu_shift;
+    return ((length + UCS_MASK(ep->rc.mtu_shift)) >> ep->rc.mtu_shift) +
+           (length == 0);
 }
 
 /* The ring entry of request sn (the ring exists). */
