@@ -3,7 +3,7 @@
 # Let 'apt-get source' work: if apt has no deb-src entries, add them,
 # derived from the deb entries (same mirrors and suites), and run
 # apt-get update. Changes the system (/etc/apt/sources.list.d/syncmem-deb-src.*):
-# run by contrib/bootstrap.sh and contrib/ucx-prefix.sh, which install
+# run by contrib/bootstrap.sh and contrib/pkg/ucx-prefix.sh, which install
 # packages anyway; never by configure (config/fetch-ucx-src.sh only says to).
 # As root or through passwordless sudo. With --check, changes nothing: exits
 # 0 if deb-src entries exist, 1 if not.

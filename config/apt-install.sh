@@ -2,7 +2,7 @@
 #
 # Install those of the given Debian packages that are missing (apt-get, as
 # root or through passwordless sudo). Used by contrib/bootstrap.sh and
-# contrib/ucx-prefix.sh.
+# contrib/pkg/ucx-prefix.sh.
 #
 # usage: apt-install.sh PACKAGE...
 #

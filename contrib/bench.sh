@@ -15,7 +15,7 @@
 # It writes bench-results/results.csv, callgrind.csv, regcost.txt,
 # rcache.csv, sweep.csv, passive.csv (with the programs' output in
 # passive.log), bench.meta (date, guest kernel, UCX, what ran) and the plots
-# bandwidth.png, latency.png; then contrib/tables.py prints the tables
+# bandwidth.png, latency.png; then contrib/bench/tables.py prints the tables
 # (medians of --reps runs, ratios to rc_verbs and to raw verbs) of what this
 # run measured. --only REGEX selects tests of the main table and the
 # sections 'callgrind', 'rcache' and 'passive' by name.
@@ -62,7 +62,7 @@ measure() {
                                  --env UCX_UD_VERBS_ETH_DGID_CHECK=n -- "$@" ;;
         raw:*)            set -- --raw "$tl" -- -d "$ibdev" -x "$gid" -F "$@" ;;
     esac
-    v=$(contrib/perftest-pair.sh "$@" 2>/dev/null | result "$tl" "$col") || true
+    v=$(contrib/bench/perftest-pair.sh "$@" 2>/dev/null | result "$tl" "$col") || true
     echo "${v:-nan}"
 }
 
@@ -74,7 +74,7 @@ guest_main() {
           sed -n 's/.*GID\[ *\([0-9]*\)\]:.*::ffff:.*/\1/p' | head -n 1)
     out=$top/bench-results
     mkdir -p "$out"
-    echo "== UCX $(ucx_info -v | "$top/contrib/ucx-version.sh"), device $dev (GID index ${gid:-?})"
+    echo "== UCX $(ucx_info -v | "$top/contrib/pkg/ucx-version.sh"), device $dev (GID index ${gid:-?})"
 
     # name:kind:field:args:raw-tool:raw-args  (field 3 of
     # ucx_perftest's Final: line is the median latency, 7 the overall bandwidth)
@@ -108,7 +108,7 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     sections=
     [ -z "$tests" ] || { main_table; sections="$sections main"; }
     if [ -z "$only" ] || echo callgrind | grep -qE "^($only)"; then
-        "$top/contrib/callgrind.sh" "$out"
+        "$top/contrib/bench/callgrind.sh" "$out"
         sections="$sections callgrind"
     fi
     if [ -z "$only" ] || echo rcache | grep -qE "^($only)"; then
@@ -122,7 +122,7 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     if [ "$sweep" = yes ]; then sweep_main; sections="$sections sweep"; fi
     { echo "date=$(date -u '+%F %H:%M UTC')"
       echo "kernel=$(uname -r)"
-      echo "ucx=$(ucx_info -v | "$top/contrib/ucx-version.sh")"
+      echo "ucx=$(ucx_info -v | "$top/contrib/pkg/ucx-version.sh")"
       echo "device=$dev"
       echo "commit=$(git -C "$top" --no-optional-locks describe --always --dirty 2>/dev/null || echo unknown)"
       echo "reps=$reps"
@@ -187,7 +187,7 @@ sweep_main() {
 rcache_main() {
     reps=$1 out=$2
     echo "== one registration (usec): cache off registers, cache on hits"
-    "$top/contrib/syncmem-run" "$top/contrib/regcost" "$ibdev" |
+    "$top/contrib/tools/syncmem-run" "$top/contrib/bench/regcost" "$ibdev" |
         tee "$out/regcost.txt"
     echo "size,rcache,rep,MBps" > "$out/rcache.csv"
     rep=1
@@ -213,7 +213,7 @@ ucp_env() {
     esac
 }
 
-# Passive target (contrib/passive.c, passive_mpi.c, passive_shmem.c): the
+# Passive target (contrib/bench/passive.c, passive_mpi.c, passive_shmem.c): the
 # origin's atomics while the target computes. passive_pair API TL prints
 # the origin's output. UCP: target on CPU 0 and origin on CPU 1 (two
 # busy-polling processes on one vCPU crawl); MPI and OpenSHMEM: one rank
@@ -225,21 +225,21 @@ passive_pair() {
     case $api in
     ucp)
         d=$(mktemp -d /dev/shm/passive.XXXXXX)
-        env "$@" timeout 180 taskset -c 0 "$top/contrib/syncmem-run" \
-            "$top/contrib/passive" target "$d" > "$d.target" 2>&1 &
+        env "$@" timeout 180 taskset -c 0 "$top/contrib/tools/syncmem-run" \
+            "$top/contrib/bench/passive" target "$d" > "$d.target" 2>&1 &
         tpid=$!
-        env "$@" timeout 180 taskset -c 1 "$top/contrib/syncmem-run" \
-            "$top/contrib/passive" origin "$d" $pms 2>&1 || echo "origin failed: exit $?"
+        env "$@" timeout 180 taskset -c 1 "$top/contrib/tools/syncmem-run" \
+            "$top/contrib/bench/passive" origin "$d" $pms 2>&1 || echo "origin failed: exit $?"
         wait $tpid || { echo "target failed: exit $?"; cat "$d.target"; }
         rm -rf "$d" "$d.target" ;;
     mpi|shmem)
-        xs="-x $(echo "$@" | sed 's/ / -x /g') -x $("$top/contrib/syncmem-run" --print)"
+        xs="-x $(echo "$@" | sed 's/ / -x /g') -x $("$top/contrib/tools/syncmem-run" --print)"
         if [ $api = mpi ]; then
-            prog=$top/contrib/passive_mpi
+            prog=$top/contrib/bench/passive_mpi
             set -- mpirun --mca osc ucx "$prog" $pms
         else
             # (Debian 12's OSHMEM crashes at finalize with osc rdma)
-            prog=$top/contrib/passive_shmem
+            prog=$top/contrib/bench/passive_shmem
             set -- oshrun --mca spml ucx --mca osc ^rdma "$prog" $pms
         fi
         cmd=$1; shift
@@ -259,8 +259,8 @@ passive_main() {
     apis=
     for api in ${SYNCMEM_PASSIVE_APIS:-ucp mpi shmem}; do
         case $api in
-            mpi)   [ -x "$top/contrib/passive_mpi" ] && command -v mpirun >/dev/null ;;
-            shmem) [ -x "$top/contrib/passive_shmem" ] && command -v oshrun >/dev/null ;;
+            mpi)   [ -x "$top/contrib/bench/passive_mpi" ] && command -v mpirun >/dev/null ;;
+            shmem) [ -x "$top/contrib/bench/passive_shmem" ] && command -v oshrun >/dev/null ;;
         esac && apis="$apis $api"
     done
     echo "api,op,slice_ms,transport,rep,median_us,p99_us,slowdown,compute" > "$out/passive.csv"
@@ -278,10 +278,10 @@ passive_main() {
         done
         rep=$((rep + 1))
     done
-    echo "== passive target: what the transports offer (the table: contrib/tables.py)"
+    echo "== passive target: what the transports offer (the table: contrib/bench/tables.py)"
     # what the transports have on the device (ucx_info -d), and (passive.c
     # prints them) the transports UCP chose for its atomics
-    "$top/contrib/syncmem-run" ucx_info -d 2>/dev/null | awk '
+    "$top/contrib/tools/syncmem-run" ucx_info -d 2>/dev/null | awk '
         /# *Transport:/ {t = $3}
         /# *atomic_/ && / 64 bit/ && (t == "rc_verbs" || t == "syncmem") &&
             !seen[t, $2]++ {sub(/^atomic_/, "", $2); sub(/:$/, "", $2); a[t] = a[t] " " $2}
@@ -335,7 +335,7 @@ if [ "$1" = --plot ]; then
 fi
 
 if [ "$1" = --tables ]; then
-    exec python3 "$top/contrib/tables.py" bench "${2:-$top/bench-results}"
+    exec python3 "$top/contrib/bench/tables.py" bench "${2:-$top/bench-results}"
 fi
 
 # --- on the host -----------------------------------------------------------
@@ -359,22 +359,22 @@ $2"; shift ;;
     shift
 done
 
-# (the tables: contrib/tables.py)
+# (the tables: contrib/bench/tables.py)
 if ! command -v python3 >/dev/null; then
     [ -z "$nobuild" ] && config/apt-install.sh python3 ||
-        { echo "bench.sh: python3 is needed for the tables (contrib/tables.py)" >&2; exit 2; }
+        { echo "bench.sh: python3 is needed for the tables (contrib/bench/tables.py)" >&2; exit 2; }
 fi
 [ -n "$nobuild" ] || contrib/bootstrap.sh
 rc=0
-contrib/guest.sh -- "$top/contrib/bench.sh" --in-guest "$reps" "$only" \
+contrib/guest/guest.sh -- "$top/contrib/bench.sh" --in-guest "$reps" "$only" \
     "$sweep" "$min_size" "$max_size" || rc=$?
 # The numbers: medians, ratios and tables, from the CSVs just written
-python3 contrib/tables.py bench "$top/bench-results" || { [ $rc -ne 0 ] || rc=1; }
+python3 contrib/bench/tables.py bench "$top/bench-results" || { [ $rc -ne 0 ] || rc=1; }
 set -f; ifs=$IFS; IFS='
 '
 for f in $markdown; do
     IFS=$ifs
-    python3 contrib/tables.py bench "$top/bench-results" --markdown "$f" ||
+    python3 contrib/bench/tables.py bench "$top/bench-results" --markdown "$f" ||
         { [ $rc -ne 0 ] || rc=1; }
 done
 IFS=$ifs

@@ -10,7 +10,7 @@
 # fetches UCX's source package), generates and runs configure when there is
 # no Makefile yet, then builds. Safe to run again. For a UCX
 # installed in its own prefix: --with-ucx=PREFIX --with-ucx-src=DIR
-# (contrib/ucx-prefix.sh builds one).
+# (contrib/pkg/ucx-prefix.sh builds one).
 #
 set -e
 cd "$(dirname "$0")/.."
@@ -26,8 +26,8 @@ esac
 # perftest, iproute2 for the guest's network, Open MPI and MPICH for the MPI
 # tests,
 # libdrm headers for the dma-buf test (vgem), tcpdump for the traffic class
-# test (test/guest/test_qos.cc); clang and its libFuzzer for contrib/fuzz.sh,
-# valgrind for test/valgrind.sh, python3 for the tables (contrib/tables.py,
+# test (test/guest/test_qos.cc); clang and its libFuzzer for contrib/harness/fuzz.sh,
+# valgrind for test/valgrind.sh, python3 for the tables (contrib/bench/tables.py,
 # test/tables.test, which would otherwise skip).
 pkgs="libucx-dev ucx-utils libibverbs-dev rdma-core ibverbs-utils
       ibverbs-providers perftest googletest autoconf automake libtool

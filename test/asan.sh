@@ -25,7 +25,7 @@ test/unit_test --gtest_filter='-loader.*:version.registered_in_matching_ucx:md.n
     { echo "asan: FAIL: host unit tests"; status=1; }
 
 echo "asan: device gtests in the guest (kernel ${SYNCMEM_GUEST_KERNEL:-6.1})"
-contrib/guest.sh -- env ASAN_OPTIONS="$ASAN_OPTIONS" LSAN_OPTIONS="$LSAN_OPTIONS" \
+contrib/guest/guest.sh -- env ASAN_OPTIONS="$ASAN_OPTIONS" LSAN_OPTIONS="$LSAN_OPTIONS" \
     UBSAN_OPTIONS="$UBSAN_OPTIONS" UCX_HANDLE_ERRORS=none \
     test/guest_test --gtest_filter="${SYNCMEM_ASAN_FILTER:--syncmem_wire_test.*:syncmem_wire_qos_test.*:syncmem_test.ucx_info_*:syncmem_test.ucp_honours_net_devices:syncmem_test.host_memory_only_without_cuda}" ||
     { echo "asan: FAIL: device gtests"; status=1; }

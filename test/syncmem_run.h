@@ -9,8 +9,8 @@
 static inline std::string syncmem_run(const std::string &cmd,
                                       int *status_p = nullptr)
 {
-    std::string full = "'" SYNCMEM_BUILDDIR "/contrib/syncmem-run' " + cmd +
-                       " 2>&1";
+    std::string full = "'" SYNCMEM_BUILDDIR "/contrib/tools/syncmem-run' " +
+                       cmd + " 2>&1";
     std::string out;
     char buf[4096];
     size_t n;

@@ -1,7 +1,8 @@
 /*
  * syncmem - the transport's settings (UCX_SYNCMEM_*): the iface
  * configuration table, kept apart from the iface code that reads it. The
- * man page's settings section is generated from it (contrib/gen-manpage.sh).
+ * man page's settings section is generated from it
+ * (contrib/tools/gen-manpage.sh).
  */
 #include "syncmem.h"
 
@@ -191,7 +192,7 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "        fails the put with UCS_ERR_IO_ERROR (its completion, or else its\n"
      "        endpoint). Cost: a CRC of every byte sent and received, and for\n"
      "        puts the data crosses the wire twice plus a round trip per\n"
-     "        SEG_SIZE chunk (contrib/verify-cost.sh measures it).\n"
+     "        SEG_SIZE chunk (contrib/bench/verify-cost.sh measures it).\n"
      "A receiver checks every message that carries a CRC, whatever its own\n"
      "setting.",
      ucs_offsetof(uct_syncmem_iface_config_t, verify),

@@ -106,8 +106,9 @@ uct_syncmem_query_md_resources(uct_component_t *component,
         ucs_warn("syncmem: no RDMA device found (%s). Load the HCA driver and"
                  " ib_uverbs, or create a Soft-RoCE device ('rdma link add rxe0"
                  " type rxe netdev <if>'); on a machine without RDMA in its"
-                 " kernel run under the syncmem test guest: contrib/guest.sh --"
-                 " <command>", (devs == NULL) ? strerror(errno) :
+                 " kernel run under the syncmem test guest:"
+                 " contrib/guest/guest.sh -- <command>",
+                 (devs == NULL) ? strerror(errno) :
                  "no InfiniBand/RoCE devices in the verbs device list");
     }
 

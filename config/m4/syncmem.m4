@@ -28,7 +28,7 @@ m4_define([SYNCMEM_UCX_WAYS],
 [[syncmem needs UCX's development files, its ucx_info and a source tree of exactly its version, in one of three ways:
   a. Debian/Ubuntu UCX: apt-get install libucx-dev ucx-utils dpkg-dev; configure then fetches Debian's source package of exactly that version (apt-get source);
   b. --with-ucx-src=DIR: a UCX source tree of exactly the installed UCX version;
-  c. --with-ucx=PREFIX --with-ucx-src=DIR: a UCX installed in its own prefix (PREFIX/bin/ucx_info, PREFIX/lib/pkgconfig/ucx-uct.pc) and the tree it was built from (contrib/ucx-prefix.sh builds one from Debian's source package).]])
+  c. --with-ucx=PREFIX --with-ucx-src=DIR: a UCX installed in its own prefix (PREFIX/bin/ucx_info, PREFIX/lib/pkgconfig/ucx-uct.pc) and the tree it was built from (contrib/pkg/ucx-prefix.sh builds one from Debian's source package).]])
 
 AC_DEFUN([SYNCMEM_CHECK_UCX], [
     AC_ARG_WITH([ucx],
@@ -166,7 +166,7 @@ SYNCMEM_UCX_WAYS])])])
 
     # Loading: UCX >= 1.22 loads third-party modules from UCX_PLUGIN_PATH;
     # older releases load only their own compiled-in module names, so the
-    # module must be preloaded (contrib/syncmem-run).
+    # module must be preloaded (contrib/tools/syncmem-run).
     AS_IF([test "$UCX_VERSION_MAJOR" -gt 1 -o "$UCX_VERSION_MINOR" -ge 22],
           [SYNCMEM_LOAD_METHOD=plugin-path], [SYNCMEM_LOAD_METHOD=preload])
 

@@ -1,5 +1,5 @@
 /*
- * Helpers shared by the fuzz targets (libFuzzer; contrib/fuzz.sh builds
+ * Helpers shared by the fuzz targets (libFuzzer; contrib/harness/fuzz.sh builds
  * and runs them). Each target links the transport's real objects.
  */
 #ifndef SYNCMEM_FUZZ_H_

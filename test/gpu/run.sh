@@ -24,7 +24,7 @@ if pkg-config --exists ucx && [ -e "$top/.libs/libuct_syncmem.so" ]; then
     cc -O2 -Wall -I"$cuda/include" $(pkg-config --cflags ucx) \
         -o "$exe" "$top/test/gpu/cuda_dmabuf.c" -L"$stubs" -lcuda \
         $(pkg-config --libs ucx) -luct -lucs
-    SYNCMEM_DEV=${1:-$SYNCMEM_DEV} "$top/contrib/syncmem-run" "$exe"
+    SYNCMEM_DEV=${1:-$SYNCMEM_DEV} "$top/contrib/tools/syncmem-run" "$exe"
 else
     echo "no UCX or no built module here: driver checks only"
     cc -O2 -Wall -DSYNCMEM_DRIVER_ONLY -I"$cuda/include" \

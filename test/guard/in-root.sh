@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # in-root.sh - run a command chrooted into another Debian userland (the
-# Debian 13 root of contrib/debian-root.sh), for test/guard.test.
+# Debian 13 root of contrib/guest/debian-root.sh), for test/guard.test.
 #
 # In a private mount namespace: the root read-only below a tmpfs overlay (so
 # the command may write anywhere and the cached root never changes), /proc,

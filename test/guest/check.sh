@@ -11,7 +11,7 @@
 # Needs the one-host guest (rxe0 on the dummy netdev syncmem0).
 #
 top=$(cd "$(dirname "$0")/../.." && pwd)
-run=${1:-$top/contrib/syncmem-run}
+run=${1:-$top/contrib/tools/syncmem-run}
 dev=${SYNCMEM_DEV0:?SYNCMEM_DEV0 is not set: run in the guest}
 nd=${SYNCMEM_NETDEV0:?SYNCMEM_NETDEV0 is not set: run in the guest}
 ip=${SYNCMEM_IP0:?}

@@ -7,7 +7,8 @@
 # on a healthy and three broken guests (test/guest/check.sh), and
 # ucx_perftest pairs (UCT put, UCP put) through the installed syncmem-run.
 #
-#   contrib/guest.sh -- test/guest/package-smoke.sh build-deb/uct-syncmem_*.deb
+#   contrib/guest/guest.sh -- test/guest/package-smoke.sh \
+#       build-deb/uct-syncmem_*.deb
 #
 top=$(cd "$(dirname "$0")/../.." && pwd)
 deb=${1:?usage: package-smoke.sh PACKAGE.deb}
@@ -55,9 +56,9 @@ fi
 # ucx_perftest through the installed syncmem-run (perftest-pair.sh is the
 # pair driver; SYNCMEM_RUN makes it use /usr/bin/syncmem-run)
 export SYNCMEM_RUN=/usr/bin/syncmem-run
-step "ucx_perftest put_bw zcopy (UCT)" "$top/contrib/perftest-pair.sh" -- \
+step "ucx_perftest put_bw zcopy (UCT)" "$top/contrib/bench/perftest-pair.sh" -- \
     -x syncmem -d "$dev" -t put_bw -D zcopy -s 65536 -n 200
-step "ucx_perftest ucp_put_bw (UCX_TLS=syncmem)" "$top/contrib/perftest-pair.sh" \
+step "ucx_perftest ucp_put_bw (UCX_TLS=syncmem)" "$top/contrib/bench/perftest-pair.sh" \
     --env UCX_TLS=syncmem --env UCX_NET_DEVICES="$dev" -- -t ucp_put_bw -s 65536 -n 100
 
 exit $failed

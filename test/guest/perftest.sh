@@ -11,7 +11,7 @@ failed=0
 # pair NAME [--env VAR=VALUE]... -- PERFTEST-ARGS
 pair() {
     name=$1; shift
-    if out=$("$top/contrib/perftest-pair.sh" "$@" 2>&1); then
+    if out=$("$top/contrib/bench/perftest-pair.sh" "$@" 2>&1); then
         echo "PASS perftest $name: $(echo "$out" | grep '^Final:')"
     else
         echo "FAIL perftest $name"; echo "$out"
@@ -70,7 +70,7 @@ ucp stream_bw_errh -t stream_bw -s 65536   -n 100 -e
 lanes() {
     features=$1 want=$2
     out=$(UCX_TLS=syncmem UCX_NET_DEVICES="$dev" UCX_LOG_LEVEL=info \
-          "$top/contrib/syncmem-run" ucx_info -e -u "$features" -n 1 -P inter \
+          "$top/contrib/tools/syncmem-run" ucx_info -e -u "$features" -n 1 -P inter \
           2>&1 | grep -oE '(ep_cfg|lane)\[.*|cfg#[0-9]+ .*' | tr -s ' ')
     if [ -z "$out" ] || ! echo "$out" | grep -q -- "$want" ||
        echo "$out" | grep -oE '([0-9]:|\()[a-z0-9_]+/' | grep -qv 'syncmem/'; then

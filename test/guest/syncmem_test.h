@@ -1,6 +1,6 @@
 // Helpers for tests on a real verbs device (inside the guest, or on a host
-// with an HCA). The device comes from SYNCMEM_DEV0, which contrib/guest.sh
-// sets (e.g. "rxe0:1").
+// with an HCA). The device comes from SYNCMEM_DEV0, which
+// contrib/guest/guest.sh sets (e.g. "rxe0:1").
 #ifndef SYNCMEM_TEST_GUEST_H_
 #define SYNCMEM_TEST_GUEST_H_
 

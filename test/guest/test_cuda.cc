@@ -52,8 +52,8 @@ protected:
             GTEST_SKIP() << "no vgem device, the dma-buf exporter this test"
                             " uses (modprobe vgem)";
         }
-        ASSERT_GE(m_drm, 0) << "no vgem device: contrib/guest-init.sh loads"
-                               " the vgem module for this test";
+        ASSERT_GE(m_drm, 0) << "no vgem device: contrib/guest/guest-init.sh"
+                               " loads the vgem module for this test";
     }
 
     void TearDown() override {

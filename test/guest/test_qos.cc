@@ -148,7 +148,8 @@ protected:
         const char *dev1 = getenv("SYNCMEM_DEV1");
         const char *net0 = getenv("SYNCMEM_NETDEV0");
         ASSERT_TRUE(dev1 && net0)
-                << "needs the two-host guest (contrib/guest.sh --two-hosts)";
+                << "needs the two-host guest"
+                   " (contrib/guest/guest.sh --two-hosts)";
         ASSERT_EQ(0, system("command -v tcpdump >/dev/null"))
                 << "tcpdump is not installed (apt-get install tcpdump)";
         m_dev1 = dev1;

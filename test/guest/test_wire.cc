@@ -1,5 +1,5 @@
 // Across a (virtual) wire: rxe0 and rxe1 on the two ends of a veth pair
-// (contrib/guest.sh --two-hosts), where tc netem can lose packets.
+// (contrib/guest/guest.sh --two-hosts), where tc netem can lose packets.
 #include "syncmem_test.h"
 
 extern "C" {
@@ -20,7 +20,7 @@ protected:
         const char *net0 = getenv("SYNCMEM_NETDEV0");
         const char *net1 = getenv("SYNCMEM_NETDEV1");
         ASSERT_TRUE(dev1) << "needs a second port: the two-host guest"
-                             " (contrib/guest.sh --two-hosts), or"
+                             " (contrib/guest/guest.sh --two-hosts), or"
                              " SYNCMEM_DEVICE2 with SYNCMEM_GUEST=none";
         if (!net0 || !net1) {
             GTEST_SKIP() << "these tests lose and cut packets on the ports'"

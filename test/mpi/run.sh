@@ -10,7 +10,7 @@
 top=$(cd "$(dirname "$0")/../.." && pwd)
 dev0=${SYNCMEM_DEV0:?SYNCMEM_DEV0 is not set: run through test/guest.test}
 dev1=${SYNCMEM_DEV1:-$dev0}
-preload=$("$top/contrib/syncmem-run" --print)
+preload=$("$top/contrib/tools/syncmem-run" --print)
 status=0
 
 # Each rank picks its device by rank number ($1: the variable holding it).

@@ -10,7 +10,7 @@
 #
 top=$(cd "$(dirname "$0")/../.." && pwd)
 dev=${SYNCMEM_DEV0:?SYNCMEM_DEV0 is not set: run through test/guest.test}
-preload=$("$top/contrib/syncmem-run" --print)
+preload=$("$top/contrib/tools/syncmem-run" --print)
 prog=$top/test/mpi/shmem_syncmem
 status=0
 

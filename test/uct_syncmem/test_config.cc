@@ -109,8 +109,8 @@ TEST(config, pkey_sl_and_traffic_class)
 }
 
 // The man page's settings are generated from these tables at build time
-// (contrib/gen-manpage.sh); a setting missing there means the generator
-// lost it.
+// (contrib/tools/gen-manpage.sh); a setting missing there means the
+// generator lost it.
 TEST(config, man_page_lists_every_setting)
 {
     std::ifstream f(SYNCMEM_BUILDDIR "/doc/uct_syncmem.7");

@@ -28,7 +28,7 @@ TEST(md, no_rdma_device_message)
     size_t pos = out.find(msg);
     if (num_devs == 0) {
         ASSERT_NE(std::string::npos, pos) << out;
-        EXPECT_NE(std::string::npos, out.find("contrib/guest.sh", pos));
+        EXPECT_NE(std::string::npos, out.find("contrib/guest/guest.sh", pos));
         EXPECT_EQ(std::string::npos, out.find(msg, pos + 1)) << "said twice";
     } else {
         EXPECT_EQ(std::string::npos, pos) << out;

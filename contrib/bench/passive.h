@@ -1,5 +1,5 @@
 /*
- * passive.h: what the three passive-target benches share (contrib/passive.c
+ * passive.h: what the three passive-target benches share (contrib/bench/passive.c
  * in UCP, passive_mpi.c, passive_shmem.c): the operations, the target's
  * fixed work and its calibration, and the clock.
  */

@@ -2,7 +2,7 @@
 #
 # package.sh: build the Debian package from a clean clone of HEAD.
 #
-#   contrib/package.sh [--out DIR] [--ucx-src DIR]
+#   contrib/pkg/package.sh [--out DIR] [--ucx-src DIR]
 #
 # Clones HEAD (committed files only) into DIR/syncmem (default DIR:
 # build-deb/, removed first), runs 'dpkg-buildpackage -b -us -uc' there
@@ -14,7 +14,7 @@
 # dependencies that are missing (debian/control), as root.
 #
 set -e
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 out=build-deb ucx_src=
 while [ $# -gt 0 ]; do
     case "$1" in

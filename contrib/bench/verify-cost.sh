@@ -1,22 +1,22 @@
 #!/bin/sh
 #
 # verify-cost.sh: what UCX_SYNCMEM_VERIFY=crc costs. ucx_perftest pairs
-# (contrib/perftest-pair.sh, pinned to CPUs 0 and 1) with VERIFY=none and
+# (contrib/bench/perftest-pair.sh, pinned to CPUs 0 and 1) with VERIFY=none and
 # crc, interleaved in one boot so that drift hits both alike. Run it where
 # the device is, e.g. in the guest:
 #
-#   contrib/guest.sh -- contrib/verify-cost.sh [REPS]
+#   contrib/guest/guest.sh -- contrib/bench/verify-cost.sh [REPS]
 #
 # Prints one line per run: test, VERIFY value, ucx_perftest's Final: line.
 #
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 case "$1" in -h|--help) sed -n '3,11s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-dev=${SYNCMEM_DEV0:?SYNCMEM_DEV0 is not set: run it through contrib/guest.sh}
+dev=${SYNCMEM_DEV0:?SYNCMEM_DEV0 is not set: run it through contrib/guest/guest.sh}
 reps=${1:-3}
 
 run() { # NAME VERIFY PERFTEST-ARGS...
     name=$1 verify=$2; shift 2
-    out=$("$top/contrib/perftest-pair.sh" --env UCX_SYNCMEM_VERIFY="$verify" \
+    out=$("$top/contrib/bench/perftest-pair.sh" --env UCX_SYNCMEM_VERIFY="$verify" \
           -- -x syncmem -d "$dev" "$@" 2>&1)
     echo "$name $verify $(echo "$out" | grep '^Final:')"
 }

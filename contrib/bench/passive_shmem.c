@@ -1,5 +1,5 @@
 /*
- * passive_shmem: the passive-target bench (contrib/passive.c) in
+ * passive_shmem: the passive-target bench (contrib/bench/passive.c) in
  * OpenSHMEM (contrib/bench.sh, section 'passive'). PE 0, the origin, does
  * shmem_long_atomic_fetch_add, _compare_swap and _swap on a symmetric
  * 64-bit word of PE 1, one at a time, while PE 1 computes in slices of 0
@@ -13,7 +13,7 @@
  * shmem_test and shmem_quiet with nothing outstanding return without
  * progressing, so they would not serve.
  *
- * Prints the same lines as contrib/passive: per op and slice the median
+ * Prints the same lines as contrib/bench/passive: per op and slice the median
  * and p99 latency and the target's slowdown (its wall time for the slices
  * with the origin's traffic over that without), and "result wrong=N"
  * (fetched values checked against a mirror of the word, one origin).

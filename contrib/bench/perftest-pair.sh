@@ -3,8 +3,8 @@
 # perftest-pair.sh: run one measurement, server and client on this host,
 # each pinned to its own CPU (two busy-polling peers on one CPU crawl).
 #
-#   contrib/perftest-pair.sh [--env VAR=VALUE]... -- ucx_perftest-args...
-#   contrib/perftest-pair.sh --raw TOOL -- TOOL-args...  (ib_write_bw, ...)
+#   contrib/bench/perftest-pair.sh [--env VAR=VALUE]... -- ucx_perftest-args...
+#   contrib/bench/perftest-pair.sh --raw TOOL -- TOOL-args...  (ib_write_bw, ...)
 #   --wrap "CMD ARGS": run the client ucx_perftest under CMD (valgrind ...)
 #
 # ucx_perftest runs with syncmem loaded (syncmem-run: the build tree's, or
@@ -14,8 +14,8 @@
 # stderr on failure. Exits non-zero if either side fails, if the server
 # had to be stopped, or if ucx_perftest printed no 'Final:' line.
 #
-top=$(cd "$(dirname "$0")/.." && pwd)
-run=${SYNCMEM_RUN:-$top/contrib/syncmem-run}
+top=$(cd "$(dirname "$0")/../.." && pwd)
+run=${SYNCMEM_RUN:-$top/contrib/tools/syncmem-run}
 port=${SYNCMEM_PERFTEST_PORT:-13337}
 
 case "$1" in -h|--help) sed -n '3,17s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-# (a Debian root may lack them: contrib/debian-root.sh installs them)
+# (a Debian root may lack them: contrib/guest/debian-root.sh installs them)
 for t in /usr/bin/time taskset timeout; do
     command -v $t >/dev/null || {
         echo "perftest-pair: $t not found (Debian: apt-get install time util-linux coreutils)" >&2

@@ -2,10 +2,10 @@
 #
 # ucx-version.sh: the UCX release (X.Y.Z) in what UCX or Debian reports.
 #
-#   ucx_info -v | contrib/ucx-version.sh
+#   ucx_info -v | contrib/pkg/ucx-version.sh
 #       UCX 1.13 prints '# Version 1.13.1', 1.14 and later
 #       '# Library version: 1.14.1'; both are read.
-#   contrib/ucx-version.sh --deb 1:1.18.1+ds-2+b1
+#   contrib/pkg/ucx-version.sh --deb 1:1.18.1+ds-2+b1
 #       a Debian package version: epoch, revision and '+ds'/'~rc'
 #       suffixes of the upstream part are dropped.
 #

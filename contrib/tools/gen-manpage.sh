@@ -3,7 +3,7 @@
 # gen-manpage.sh: fill the SETTINGS section of the man page from the
 # module's configuration table, as the UCX it was built for prints it.
 #
-#   contrib/gen-manpage.sh SYNCMEM-RUN < doc/uct_syncmem.7.in > uct_syncmem.7
+#   contrib/tools/gen-manpage.sh SYNCMEM-RUN < doc/uct_syncmem.7.in > uct_syncmem.7
 #
 # Runs 'SYNCMEM-RUN ucx_info -c -f' (the module loaded into ucx_info) and
 # turns every UCX_SYNCMEM_* block (its documentation, syntax and default)

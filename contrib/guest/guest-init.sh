@@ -1,5 +1,5 @@
 #!/bin/bash
-# guest-init.sh - PID 1 of the guest booted by contrib/guest.sh.
+# guest-init.sh - PID 1 of the guest booted by contrib/guest/guest.sh.
 #
 # Runs on the host's own root filesystem (9p, read-only, tmpfs overlay);
 # the initramfs already mounted /tmp, /run, the share and the modules.

@@ -3,7 +3,7 @@
 # fuzz.sh: build the fuzz targets (test/fuzz/) with clang, libFuzzer, ASan
 # and UBSan against the transport's real sources, then run each.
 #
-#   contrib/fuzz.sh [--seconds N] [--regress] [--merge] [TARGET...]
+#   contrib/harness/fuzz.sh [--seconds N] [--regress] [--merge] [TARGET...]
 #
 #   --seconds N  fuzz each target N seconds (default 30), starting from its
 #                seed corpus test/fuzz/corpus/TARGET; what it finds goes to
@@ -17,10 +17,10 @@
 # and crashes; a crash's input is kept in fuzz-build/crashes/. Exits
 # non-zero if any target crashed or failed to build. Needs a configured
 # tree (contrib/bootstrap.sh) and clang-14 (Debian: clang-14, libclang-rt-14-dev
-# or llvm-14's libFuzzer). A long run: contrib/fuzz.sh --seconds 1800 cm.
+# or llvm-14's libFuzzer). A long run: contrib/harness/fuzz.sh --seconds 1800 cm.
 #
 set -e
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 top=$(pwd)
 
 seconds=30

@@ -13,12 +13,12 @@
 set -euo pipefail
 
 prog=debian-root.sh
-repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 suite=trixie
 # UCX and its verbs transports, what our configure needs to run there, and
 # the MPIs linked to that UCX (Open MPI: pml/osc ucx and OSHMEM; MPICH),
-# /usr/bin/time (contrib/perftest-pair.sh), ip, tc and tcpdump (the wire
+# /usr/bin/time (contrib/bench/perftest-pair.sh), ip, tc and tcpdump (the wire
 # tests) for ucx-matrix.sh --root.
 packages=(libucx0 ucx-utils libucx-dev rdma-core ibverbs-providers
           ibverbs-utils libibverbs-dev gcc g++ make pkg-config dpkg-dev
@@ -28,7 +28,7 @@ format=1
 
 usage() {
     cat <<EOF
-usage: contrib/debian-root.sh [options]
+usage: contrib/guest/debian-root.sh [options]
 
 Make (or check) a Debian 13 ($suite) root containing:
   ${packages[*]}

@@ -4,7 +4,7 @@
 # Runs on a host with an RDMA device (inside the guest: SYNCMEM_DEV0 is
 # set); contrib/bench.sh calls it.
 #
-#   contrib/callgrind.sh [OUTDIR]
+#   contrib/bench/callgrind.sh [OUTDIR]
 #
 # For each operation the ucx_perftest client runs under callgrind with
 # collection switched on only inside the transport's entry point
@@ -17,7 +17,7 @@
 # Writes OUTDIR/callgrind.csv (default bench-results).
 #
 set -e
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$top/bench-results}
 dev=${SYNCMEM_DEV0:?set SYNCMEM_DEV0 to an RDMA port, e.g. rxe0:1}
 mkdir -p "$out"
@@ -85,7 +85,7 @@ echo "$ops" | while IFS=: read -r op fn args; do
         f=$tmp/$op.$col
         # LD_BIND_NOW: no lazy symbol binding inside the first call
         # shellcheck disable=SC2086
-        if ! "$top/contrib/perftest-pair.sh" --env LD_BIND_NOW=1 $env \
+        if ! "$top/contrib/bench/perftest-pair.sh" --env LD_BIND_NOW=1 $env \
                 --wrap "valgrind -q --tool=callgrind --callgrind-out-file=$f
                         --toggle-collect=uct_${tl}_$fn* $ring" \
                 -- -x "$tl" -d "$dev" $args -n 1000 -w 10 >/dev/null 2>&1; then
@@ -99,4 +99,4 @@ done
 
 echo "== user-space instructions per call (callgrind; 'own' is the transport's"
 echo "   code, the rest is the verbs provider and libc below it)"
-python3 "$top/contrib/tables.py" callgrind "$out"
+python3 "$top/contrib/bench/tables.py" callgrind "$out"

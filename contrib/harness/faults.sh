@@ -3,7 +3,7 @@
 # faults.sh: the fault bench. Boots one two-host guest (rxe0 on smv0
 # 10.77.1.1, rxe1 on smv1 10.77.1.2, a veth pair: a real wire for Soft-RoCE)
 # and, in that one boot, breaks the wire under a stream of verified UCP
-# puts, gets, fetch-adds and active messages (contrib/faults, client on
+# puts, gets, fetch-adds and active messages (contrib/harness/faults, client on
 # rxe0 pinned to CPU 0, server on rxe1 pinned to CPU 1):
 #   loss_1pct, loss_10pct  tc netem loss on smv0 and smv1
 #   flap_0.5s/5s/30s       ip link set smv0 down; sleep; up (mid-stream)
@@ -18,7 +18,7 @@
 #                          forced to the error state every 2 s (syncmem
 #                          only: rc_verbs has no such knob, its row is n/a)
 #   mpi_flap_0.5s          a 0.5 s flap under an Open MPI job
-#                          (contrib/faults_mpi, osc ucx)
+#                          (contrib/harness/faults_mpi, osc ucx)
 # for syncmem with reconnect on (UCX_SYNCMEM_RECONNECT=y), with it off
 # (syncmem-noreconnect), and UCX's rc_verbs (UCX_TLS=rc_verbs,ud_verbs),
 # with the same short RC timeouts (10 ms, 3 retries) for both transports.
@@ -30,7 +30,7 @@
 # kernel, UCX, kind of run), and every process's output under
 # bench-results/faults/ (the flaps' times in TRANSPORT-SCENARIO.faults).
 #
-#   contrib/faults.sh [--quick] [--tls syncmem|rc_verbs|both] [--only REGEX]
+#   contrib/harness/faults.sh [--quick] [--tls syncmem|rc_verbs|both] [--only REGEX]
 #                     [--soak N] [--markdown FILE]...
 #
 #   --quick        a subset with short durations (< 5 min, for make check);
@@ -43,7 +43,7 @@
 #                  the link's return to the end of the stall around it)
 #                  and syncmem's reconnects, resumed vs onto a new QP;
 #   --markdown FILE  also write the table, with verdicts, date, kernel and
-#                  UCX, into FILE (contrib/tables.py): between its
+#                  UCX, into FILE (contrib/bench/tables.py): between its
 #                  '<!-- BEGIN generated: faults table -->' and
 #                  '<!-- END generated -->' lines if it has them, else the
 #                  whole file. It does not change the exit status.
@@ -72,7 +72,7 @@
 # Needs 'make' first.
 #
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 top=$(pwd)
 prog=faults.sh
 
@@ -148,7 +148,7 @@ tl_env() {
             fi
             # the reconnect lines are diag level
             echo UCX_LOG_LEVEL=diag
-            "$top/contrib/syncmem-run" --print ;;
+            "$top/contrib/tools/syncmem-run" --print ;;
         rc_verbs)
             echo UCX_TLS=rc_verbs,ud_verbs
             # Debian 12's UCX 1.13 ud_verbs on rxe drops everything otherwise
@@ -344,7 +344,7 @@ verdict() {
 # knob_known NAME: this build of syncmem has the setting UCX_SYNCMEM_NAME
 knob_known() {
     # (not grep -q: ucx_info would die of SIGPIPE, and pipefail says no)
-    "$top/contrib/syncmem-run" ucx_info -c -f 2>/dev/null |
+    "$top/contrib/tools/syncmem-run" ucx_info -c -f 2>/dev/null |
         grep -c "^UCX_SYNCMEM_$1=" >/dev/null
 }
 
@@ -390,10 +390,10 @@ run_row() {
     say "$tl $sc"
 
     env "${env[@]}" UCX_NET_DEVICES=rxe1:1 taskset -c 1 \
-        "$top/contrib/faults" server "$st" >"$log.server" 2>&1 &
+        "$top/contrib/harness/faults" server "$st" >"$log.server" 2>&1 &
     spid=$!
     env "${env[@]}" "${fault_env[@]}" UCX_NET_DEVICES=rxe0:1 taskset -c 0 \
-        "$top/contrib/faults" client "$st" \
+        "$top/contrib/harness/faults" client "$st" \
         "$(awk -v a="$pre" -v b="$len" -v c="$post" 'BEGIN {print a + b + c}')" \
         >"$log.client" 2>&1 &
     cpid=$!
@@ -429,7 +429,7 @@ run_row() {
                 kill -9 "$spid"; wait "$spid" 2>/dev/null || true
                 sleep "$len"
                 env "${env[@]}" UCX_NET_DEVICES=rxe1:1 taskset -c 1 \
-                    "$top/contrib/faults" server "$st" >"$log.server2" 2>&1 &
+                    "$top/contrib/harness/faults" server "$st" >"$log.server2" 2>&1 &
                 spid=$!
                 echo "fault 1 $t_fault ${EPOCHREALTIME/,/.}" >>"$log.faults" ;;
         esac
@@ -513,8 +513,8 @@ run_mpi_row() {
     local tl=$1 sc=mpi_flap_0.5s log=$out/faults/$1-mpi_flap_0.5s
     local flag=/tmp/faults-mpi-streaming pre=1.5 len=0.5 post=$POST
     local env=() xs=() e pid rc=0 hang=0 i res stats recovery note='' pairs failed_pairs
-    if ! command -v mpirun >/dev/null || [[ ! -x $top/contrib/faults_mpi ]]; then
-        row "$tl" "$sc" "-,-,-,-,-,-,0,-,-" "not measured: no mpirun or contrib/faults_mpi" \
+    if ! command -v mpirun >/dev/null || [[ ! -x $top/contrib/harness/faults_mpi ]]; then
+        row "$tl" "$sc" "-,-,-,-,-,-,0,-,-" "not measured: no mpirun or contrib/harness/faults_mpi" \
             "Open MPI, then configure and make"
         return
     fi
@@ -528,7 +528,7 @@ run_mpi_row() {
         --mca pml_ucx_devices any --mca pml_ucx_tls any "${xs[@]}" \
         sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then d=rxe0:1; else d=rxe1:1; fi
                UCX_NET_DEVICES=$d exec "$@"' pick \
-        "$top/contrib/faults_mpi" "$(awk -v a=$pre -v b=$len -v c="$post" 'BEGIN {print a + b + c}')" \
+        "$top/contrib/harness/faults_mpi" "$(awk -v a=$pre -v b=$len -v c="$post" 'BEGIN {print a + b + c}')" \
         "$flag" >"$log" 2>&1 &
     pid=$!
     i=$((SECONDS + 120))
@@ -640,14 +640,14 @@ guest_main() {
     [[ -n $rows ]] || { echo "FAIL: no row matches"; return 2; }
 
     # (the guest has no /dev/fd: no process substitution in this script)
-    if ! "$top/contrib/syncmem-run" --print >/dev/null; then
-        ls -la "$top/.libs" "$top/contrib/syncmem-run" >&2 || true
+    if ! "$top/contrib/tools/syncmem-run" --print >/dev/null; then
+        ls -la "$top/.libs" "$top/contrib/tools/syncmem-run" >&2 || true
         echo "FAIL: syncmem-run cannot find the module"; return 1
     fi
     local rec=absent
     DEADLINE=5
     if knob_known RECONNECT; then
-        v=$("$top/contrib/syncmem-run" ucx_info -c -f 2>/dev/null |
+        v=$("$top/contrib/tools/syncmem-run" ucx_info -c -f 2>/dev/null |
             sed -n 's/^UCX_SYNCMEM_RECONNECT_TIMEOUT=//p' | head -n 1)
         [[ -z $v ]] || DEADLINE=$(secs "$v")
         rec="present (a ${DEADLINE} s deadline)"
@@ -660,17 +660,17 @@ guest_main() {
         else run_row "${r%%/*}" "${r#*/}"; fi
     done
 
-    echo "== fault bench, $(date -u +%F), UCX $(ucx_info -v | "$top/contrib/ucx-version.sh"), kernel $(uname -r), $(run_kind "$quick" "$soak") run, $(( $(date +%s) - t0 )) s"
+    echo "== fault bench, $(date -u +%F), UCX $(ucx_info -v | "$top/contrib/pkg/ucx-version.sh"), kernel $(uname -r), $(run_kind "$quick" "$soak") run, $(( $(date +%s) - t0 )) s"
     echo "   RC timeout $RC_TIMEOUT, $RC_RETRY retries on both transports (UCX_SYNCMEM_RC_*, UCX_RC_*);"
     echo "   syncmem's reconnect (UCX_SYNCMEM_RECONNECT) in this build: $rec."
     echo "   loss for ${LOSS_SECS}s, qp_error for ${QP_SECS}s every $QP_ERROR_INTERVAL; ${POST}s of stream after each fault."
     printf '%-20s %-13s %8s %7s %5s %5s %6s %6s %5s %9s %6s  %s\n' transport scenario \
         ops_ok failed lost dup corrupt reconn hang recov_ms ep_new note
     cat "$table"
-    # for contrib/tables.py (faults.sh --markdown)
+    # for contrib/bench/tables.py (faults.sh --markdown)
     { echo "date=$(date -u '+%F %H:%M UTC')"
       echo "kernel=$(uname -r)"
-      echo "ucx=$(ucx_info -v | "$top/contrib/ucx-version.sh")"
+      echo "ucx=$(ucx_info -v | "$top/contrib/pkg/ucx-version.sh")"
       echo "kind=$(run_kind "$quick" "$soak")"
       echo "commit=$(git -C "$top" --no-optional-locks describe --always --dirty 2>/dev/null || echo unknown)"
       echo "seconds=$(( $(date +%s) - t0 ))"; } >"$out/faults.meta"
@@ -716,21 +716,21 @@ if [[ -z $(rows_of "$quick" "$tls" "$only" "$soak") ]]; then
     rows_of "$quick" both '' "$soak" | sed 's/^/    /' >&2
     exit 2
 fi
-[[ -x $top/contrib/faults && -x $top/contrib/syncmem-run ]] ||
-    { say "contrib/faults is not built: run make first"; exit 2; }
+[[ -x $top/contrib/harness/faults && -x $top/contrib/tools/syncmem-run ]] ||
+    { say "contrib/harness/faults is not built: run make first"; exit 2; }
 if ((${#markdown[@]} == 0)); then
-    exec contrib/guest.sh --two-hosts --timeout 3600 -- \
-        "$top/contrib/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak"
+    exec contrib/guest/guest.sh --two-hosts --timeout 3600 -- \
+        "$top/contrib/harness/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak"
 fi
 command -v python3 >/dev/null ||
-    { say "--markdown needs python3 (contrib/tables.py)"; exit 2; }
+    { say "--markdown needs python3 (contrib/bench/tables.py)"; exit 2; }
 rc=0
-contrib/guest.sh --two-hosts --timeout 3600 -- \
-    "$top/contrib/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak" || rc=$?
+contrib/guest/guest.sh --two-hosts --timeout 3600 -- \
+    "$top/contrib/harness/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak" || rc=$?
 # the table, from what the run wrote (the verdicts and exit status are the
 # guest's: a table that cannot be written is only said)
 for f in "${markdown[@]}"; do
-    python3 contrib/tables.py faults "$top/bench-results" --markdown "$f" ||
+    python3 contrib/bench/tables.py faults "$top/bench-results" --markdown "$f" ||
         say "could not write the table into $f"
 done
 exit $rc

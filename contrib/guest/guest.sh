@@ -6,15 +6,15 @@
 # share the HOST root filesystem read-only over 9p (with a tmpfs overlay so the
 # guest can write), share the build tree read-write at the same absolute path,
 # load rdma_rxe and run COMMAND there.  The guest-side setup lives in
-# contrib/guest-init.sh.  See --help.
+# contrib/guest/guest-init.sh.  See --help.
 set -euo pipefail
 
 prog=guest
-repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 usage() {
     cat <<EOF
-usage: contrib/guest.sh [options] -- COMMAND [ARGS...]
+usage: contrib/guest/guest.sh [options] -- COMMAND [ARGS...]
 
 Boot a qemu guest with Soft-RoCE devices and run COMMAND in it (in the current
 directory, which should be inside the shared directory).  Exits with COMMAND's
@@ -301,7 +301,7 @@ share=$(cd "$share" && pwd)
 printf '%s\n' "$share" >"$ctl/share"
 printf '%s\n' "$mode" >"$ctl/mode"
 export SYNCMEM_GUEST_KERNEL=$kernel   # (passed on below, as SYNCMEM_*)
-cp "$repo_root/contrib/guest-init.sh" "$ctl/" || die "guest-init.sh missing"
+cp "$repo_root/contrib/guest/guest-init.sh" "$ctl/" || die "guest-init.sh missing"
 {
     # COMMAND's stdout is a serial tty in the guest even when ours is a file
     # or pipe: TERM=dumb then, or gtest & co. colour the logs.

@@ -4,7 +4,7 @@
 # For checking a UCX release by hand (CI covers Debian 12's 1.13.1, in the
 # system and in a prefix, and the version guard in Debian 13's 1.18.1). The
 # UCX comes from outside this tree: a prefix you installed, or another
-# Debian userland (contrib/debian-root.sh); its source tree, of exactly that
+# Debian userland (contrib/guest/debian-root.sh); its source tree, of exactly that
 # version, gives the internal headers. Nothing here builds UCX. See --help.
 #
 # The verdict can fail: each step that should run is framed by markers, and
@@ -13,11 +13,11 @@
 set -euo pipefail
 
 prog=ucx-matrix.sh
-top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 usage() {
     cat <<EOF
-usage: contrib/ucx-matrix.sh --ucx-src DIR (--ucx-prefix PREFIX | --root ROOT)
+usage: contrib/harness/ucx-matrix.sh --ucx-src DIR (--ucx-prefix PREFIX | --root ROOT)
                              [--no-guest]
 
 Builds a checkout of HEAD in matrix-<name>/ against the given UCX, every
@@ -37,7 +37,7 @@ lanes, MPI runs; a step that did not finish counts as a failure) and exits
   --ucx-prefix DIR   a UCX installed in its own prefix (loaded through
                      UCX_PLUGIN_PATH on 1.22+, LD_PRELOAD before)
   --root ROOT        another Debian userland with libucx-dev and its MPIs,
-                     e.g. ROOT=\$(contrib/debian-root.sh); built and run
+                     e.g. ROOT=\$(contrib/guest/debian-root.sh); built and run
                      chrooted
   --no-guest         host unit tests only
 
@@ -100,7 +100,7 @@ done
 mpi=no
 if [[ -n $root ]]; then
     [[ -x $dir/test/mpi/mpi_syncmem ]] ||
-        die "no test/mpi/mpi_syncmem: configure found no Open MPI in $root (contrib/debian-root.sh installs it; see $dir/configure.out)"
+        die "no test/mpi/mpi_syncmem: configure found no Open MPI in $root (contrib/guest/debian-root.sh installs it; see $dir/configure.out)"
     mpi=yes
 fi
 say "built for UCX $version"
@@ -161,7 +161,7 @@ if [[ $guest == yes ]]; then
         say "guest, $mode host(s)"
         rc=0
         lock=(); [[ -n ${SYNCMEM_CI_LOCK:-} ]] && lock=(flock "$SYNCMEM_CI_LOCK")
-        "${lock[@]}" "$top/contrib/guest.sh" "${args[@]}" -- sh -c "$cmd" >>"$log" 2>&1 || rc=$?
+        "${lock[@]}" "$top/contrib/guest/guest.sh" "${args[@]}" -- sh -c "$cmd" >>"$log" 2>&1 || rc=$?
         ((rc == 0)) || echo "matrix-boot $mode rc=$rc" >>"$log"
     done
 fi
@@ -208,7 +208,7 @@ for s in "${expect[@]}"; do
     passed=$((passed + p)) failed=$((failed + n))
 done
 while read -r _ b r; do
-    say "boot $b: $r (contrib/guest.sh: 124 timed out, 125 the guest failed)"
+    say "boot $b: $r (contrib/guest/guest.sh: 124 timed out, 125 the guest failed)"
 done < <(grep -h '^matrix-boot ' "$log" || true)
 grep -hE '^\[  FAILED  \] [a-z]|^FAIL (perftest|lanes|mpi|shmem)|Assertion .* failed' \
     "$stepdir"/* 2>/dev/null | sort -u >&2 || true

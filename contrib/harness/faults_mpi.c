@@ -1,5 +1,5 @@
 /*
- * faults_mpi: MPI one-sided operations under a fault (contrib/faults.sh,
+ * faults_mpi: MPI one-sided operations under a fault (contrib/harness/faults.sh,
  * the mpi_* rows). Two ranks; rank 0 puts and fetch-adds into rank 1's
  * window for SECONDS, one passive-target epoch (lock_all), a flush after
  * each pair:

@@ -1,5 +1,5 @@
 /*
- * passive_mpi: the passive-target bench (contrib/passive.c) in one-sided
+ * passive_mpi: the passive-target bench (contrib/bench/passive.c) in one-sided
  * MPI (contrib/bench.sh, section 'passive'). Rank 0, the origin, does
  * MPI_Fetch_and_op (MPI_SUM: fetch-add; MPI_REPLACE: swap) and
  * MPI_Compare_and_swap on a 64-bit word in rank 1's window, one at a time
@@ -10,7 +10,7 @@
  *
  *   mpirun -np 2 ... passive_mpi [PHASE_MS]
  *
- * Prints the same lines as contrib/passive: per op and slice the median
+ * Prints the same lines as contrib/bench/passive: per op and slice the median
  * and p99 latency and the target's slowdown (its wall time for the slices
  * with the origin's traffic over that without), and "result wrong=N"
  * (fetched values checked against a mirror of the word, one origin).

@@ -2,7 +2,7 @@
 #
 # ucx-prefix.sh: build Debian's UCX into a prefix of its own (cached).
 #
-#   contrib/ucx-prefix.sh [--cache DIR] [--rebuild]
+#   contrib/pkg/ucx-prefix.sh [--cache DIR] [--rebuild]
 #
 # Builds the Debian source package of exactly the installed libucx-dev
 # version (fetched with config/fetch-ucx-src.sh, Debian's patches applied)
@@ -13,7 +13,7 @@
 # used only if its stamp (written last) matches and its bin/ucx_info reports
 # the version; otherwise it is built again. Prints the prefix on stdout:
 #
-#   prefix=$(contrib/ucx-prefix.sh)
+#   prefix=$(contrib/pkg/ucx-prefix.sh)
 #   contrib/bootstrap.sh --with-ucx="$prefix" --with-ucx-src="$prefix/../src"
 #
 # The build follows debian/rules' configure flags, limited to what syncmem's
@@ -25,7 +25,7 @@
 #   -h, --help    this text
 #
 set -e
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${SYNCMEM_CACHE:-/var/cache/syncmem}
 rebuild=no
 
@@ -50,7 +50,7 @@ pkgs="libucx-dev dpkg-dev autoconf automake libtool pkg-config make gcc g++
 
 debver=$(dpkg-query -W -f '${Version}' libucx-dev) ||
     die "cannot read the installed libucx-dev version"
-version=$("$top/contrib/ucx-version.sh" --deb "$debver") ||
+version=$("$top/contrib/pkg/ucx-version.sh" --deb "$debver") ||
     die "cannot read a UCX release from libucx-dev's version '$debver'"
 
 # Debian's flags (debian/rules), minus what the tests do not use.
@@ -79,7 +79,7 @@ flock 9
 good() {
     [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
         [ -x "$prefix/bin/ucx_info" ] && [ -f "$src/src/uct/base/uct_iface.h" ] &&
-        [ "$("$prefix/bin/ucx_info" -v 2>/dev/null | "$top/contrib/ucx-version.sh")" = "$version" ]
+        [ "$("$prefix/bin/ucx_info" -v 2>/dev/null | "$top/contrib/pkg/ucx-version.sh")" = "$version" ]
 }
 
 if [ "$rebuild" = no ] && good; then
@@ -113,7 +113,7 @@ say "make -j$jobs (log: $dir/make.log)"
     { tail -40 "$dir/make.log" >&2; die "UCX build failed (log: $dir/make.log)"; }
 rm -rf "$dir/build"
 
-got=$("$prefix/bin/ucx_info" -v 2>/dev/null | "$top/contrib/ucx-version.sh")
+got=$("$prefix/bin/ucx_info" -v 2>/dev/null | "$top/contrib/pkg/ucx-version.sh")
 [ "$got" = "$version" ] ||
     die "$prefix/bin/ucx_info -v reports '$got', expected $version"
 for f in libucs.so libuct.so pkgconfig/ucx-uct.pc pkgconfig/ucx-ucs.pc ucx/libuct_ib.so; do

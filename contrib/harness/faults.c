@@ -1,6 +1,6 @@
 /*
  * faults: a stream of verified UCP operations between two processes, for
- * the fault bench (contrib/faults.sh), which breaks the wire under it.
+ * the fault bench (contrib/harness/faults.sh), which breaks the wire under it.
  *
  *   faults server DIR                  the target
  *   faults client DIR SECONDS [BATCH]  the stream, then the verdict

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """tables.py: the numbers of the bench scripts, as tables.
 
-contrib/bench.sh and contrib/faults.sh measure and write CSV files into a
+contrib/bench.sh and contrib/harness/faults.sh measure and write CSV files into a
 results directory (bench-results/); this program reads them, computes the
 medians and ratios, and prints tables (markdown). Shell does the running,
 this does the arithmetic. Python 3, standard library only.
 
-  contrib/tables.py bench  DIR [--markdown FILE]...   bench.sh's tables
-  contrib/tables.py faults DIR [--markdown FILE]...   faults.sh's table
-  contrib/tables.py callgrind DIR                     callgrind.sh's tables
+  contrib/bench/tables.py bench  DIR [--markdown FILE]...   bench.sh's tables
+  contrib/bench/tables.py faults DIR [--markdown FILE]...   faults.sh's table
+  contrib/bench/tables.py callgrind DIR                     callgrind.sh's tables
 
 DIR holds what the scripts wrote:
   bench:  results.csv   test,transport,rep,value      (the main table)
@@ -437,7 +437,7 @@ def faults_blocks(d):
             note = notes.get((r["transport"], r["scenario"]), "")
             line.append(re.sub(r"\S*/(bench-results/)", r"\1", note).replace("|", "/"))
         out.append(line)
-    return {"faults table": stamp(meta, "contrib/faults.sh") + "\n" + table(header, out)}
+    return {"faults table": stamp(meta, "contrib/harness/faults.sh") + "\n" + table(header, out)}
 
 
 # --- output -----------------------------------------------------------------
