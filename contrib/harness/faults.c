@@ -43,10 +43,15 @@
  * 100 ms between batches that completed ops ("stall START END open" if the
  * stream ended in one), "streamed START END" (the stream's first completed
  * batch and its end: a fault outside it was not measured), and last one
- * "result ..." line of key=value pairs. Exits 0 when lost, duplicated and corrupted are
- * 0; 1 when not; 3 when an operation or the close of an endpoint did not
- * complete within 60 s (a hang).
+ * "result ..." line of key=value pairs (every column of the fault bench's
+ * row that this process measures; faults_events.h adds an "event ..." line
+ * for each of syncmem's reconnects as it happens). contrib/harness/faults.py
+ * reads these lines, and only these. Exits 0 when lost, duplicated and
+ * corrupted are 0; 1 when not; 3 when an operation or the close of an
+ * endpoint did not complete within 60 s (a hang).
  */
+#include "faults_events.h"
+
 #include <ucp/api/ucp.h>
 
 #include <errno.h>
@@ -802,6 +807,7 @@ int main(int argc, char **argv)
     unsigned batch = 8;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
+    faults_events_watch();
     if ((argc >= 3) && !strcmp(argv[1], "server")) {
         dir = argv[2];
         if (argc > 3) {

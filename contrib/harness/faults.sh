@@ -22,7 +22,11 @@
 # for syncmem with reconnect on (UCX_SYNCMEM_RECONNECT=y), with it off
 # (syncmem-noreconnect), and UCX's rc_verbs (UCX_TLS=rc_verbs,ud_verbs),
 # with the same short RC timeouts (10 ms, 3 retries) for both transports.
-# Prints a table and writes bench-results/faults.csv:
+# This script runs the processes and breaks the wire; what they measured
+# they print themselves (the client's "result", "stall", "streamed" and
+# "event" lines), and contrib/harness/faults.py (python3) computes each
+# row's columns and verdict from those lines and the faults' times, and
+# prints the table. It writes bench-results/faults.csv:
 #   transport,scenario,ops_ok,ops_failed,lost,duplicated,corrupted,
 #   reconnects,hang,recovery_ms,ep_recreated
 # (doc/benchmarks.md says what each column means; '-': not measured),
@@ -30,8 +34,8 @@
 # kernel, UCX, kind of run), and every process's output under
 # bench-results/faults/ (the flaps' times in TRANSPORT-SCENARIO.faults).
 #
-#   contrib/harness/faults.sh [--quick] [--tls syncmem|rc_verbs|both] [--only REGEX]
-#                     [--soak N] [--markdown FILE]...
+#   contrib/harness/faults.sh [--quick] [--tls syncmem|rc_verbs|both]
+#                     [--only REGEX] [--soak N] [--markdown FILE]...
 #
 #   --quick        a subset with short durations (< 5 min, for make check);
 #   --tls          which transports (default both; syncmem includes
@@ -52,10 +56,11 @@
 # of syncmem or syncmem-noreconnect fails when
 #  - lost, duplicated or corrupted is not 0, or an operation hung;
 #  - it could not be measured: no result line (the client or the MPI job
-#    died), the stream never started, a fault ended after the stream, a
-#    flap or killed peer stopped no traffic (no stall around it), or the
-#    stream ended before it recovered; its lost, duplicated and corrupted
-#    columns are '-', never 0;
+#    died), the stream never started, no fault was recorded, a fault ended
+#    after the stream, a flap or killed peer stopped no traffic (no stall
+#    around it), the stream ended before it recovered, or a reconnect
+#    could not be counted; its lost, duplicated and corrupted columns are
+#    '-', never 0;
 #  - reconnect on (syncmem), a fault the reconnect must hide (a flap shorter
 #    than UCX_SYNCMEM_RECONNECT_TIMEOUT, flaps_N, qp_error, mpi_flap_0.5s):
 #    a put, get or AM failed, or the endpoint failed (ep_recreated > 0). A
@@ -67,9 +72,9 @@
 #    faults_mpi's MPI_Abort (mpirun exit 3 after two failed pairs in a row)
 #    is that clean failure (columns '-'); any other abort fails.
 # rc_verbs rows are reported for comparison, never judged ("not judged",
-# and what would fail them). Exits 1 if a judged row fails, 2 on a bad
-# option or when no row matches (before the guest boots), 0 otherwise.
-# Needs 'make' first.
+# and what would fail them). Exits 1 if a judged row fails or a row asked
+# for has no verdict, 2 on a bad option or when no row matches (before the
+# guest boots), 0 otherwise. Needs 'make' first, and python3.
 #
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -77,9 +82,6 @@ top=$(pwd)
 prog=faults.sh
 
 say() { echo "$prog: $*" >&2; }
-
-# The soak's flaps (flaps_N): lengths and the gaps after them, cycled
-FLAP_LENS="0.05 0.2 0.5 1.0 0.1 0.3" FLAP_GAPS="0.1 0.5 2.0 0.3 1.0 3.0"
 
 # run_kind QUICK SOAK: what the run is called: soak, quick or full
 run_kind() {
@@ -233,114 +235,6 @@ flap() {
     echo "fault $2 $down $up" >>"$1"
 }
 
-# flaps_plan N: the soak's flaps, "K LENGTH GAP" a line in microseconds
-# (the gap after flap K; none after the last: the stream's post follows)
-flaps_plan() {
-    awk -v n="$1" -v l="$FLAP_LENS" -v g="$FLAP_GAPS" 'BEGIN {
-        nl = split(l, L, " "); ng = split(g, G, " ")
-        for (k = 1; k <= n; k++)
-            printf "%d %d %d\n", k, int(L[(k - 1) % nl + 1] * 1e6 + 0.5),
-                   (k < n) ? int(G[(k - 1) % ng + 1] * 1e6 + 0.5) : 0 }'
-}
-
-# fault_stats FAULTS LOG: how the stream in LOG ("stall START END [open]"
-# and "streamed START END" lines) got through the faults in FAULTS ("fault
-# K START END"); one line of key=value:
-#   faults   in FAULTS
-#   done     those that ended inside the stream (the others: not measured)
-#   cut      done ones with a stall over them (the fault stopped traffic)
-#   open     done ones the stream ended stalled after (not recovered)
-#   median, p99, max: the others' recovery in ms (nearest rank), from the
-#            fault's end to the end of the stall that holds it; 0 if none
-#            does (the stream never stopped, or it was going again by then)
-fault_stats() {
-    awk '
-        FILENAME == ARGV[1] { if ($1 == "fault") { n++; f0[n] = $3; f1[n] = $4 } next }
-        $1 == "stall" { ns++; s0[ns] = $2; s1[ns] = $3; so[ns] = ($4 == "open") }
-        $1 == "streamed" { se = $3 }
-        function rank(p,  i) { i = int(p * m); return v[(i < p * m) ? i + 1 : i] }
-        END {
-            for (k = 1; k <= n; k++) {
-                if (se != "" && f1[k] > se) continue
-                done++; r = 0; c = 0; o = 0
-                for (i = 1; i <= ns; i++) {
-                    if (s0[i] <= f1[k] && s1[i] >= f0[k]) c = 1
-                    if (s0[i] <= f1[k] && s1[i] >= f1[k]) {
-                        if (so[i]) o = 1; else r = (s1[i] - f1[k]) * 1000
-                    }
-                }
-                cut += c
-                if (o) { open++; continue }
-                v[++m] = r
-                for (j = m; j > 1 && v[j - 1] > v[j]; j--) { x = v[j]; v[j] = v[j - 1]; v[j - 1] = x }
-            }
-            printf "faults=%d done=%d cut=%d open=%d", n, done, cut, open
-            if (m) printf " median=%.0f p99=%.0f max=%.0f", rank(0.5), rank(0.99), v[m]
-            else printf " median=- p99=- max=-"
-            printf "\n"
-        }' "$1" "$2"
-}
-
-# secs VALUE: a UCX time setting (ucx_info prints e.g. 5000000.00us) in s
-secs() {
-    awk -v v="$1" 'BEGIN {
-        u = v; sub(/^[0-9.]+/, "", u); n = substr(v, 1, length(v) - length(u)) + 0
-        if (u ~ /^inf/) { print "inf"; exit }
-        m = (u == "ns") ? 1e-9 : (u == "us") ? 1e-6 : (u == "ms") ? 1e-3 : 1
-        if (u == "m") m = 60; else if (u == "h") m = 3600
-        print n * m }'
-}
-
-# short_fault SCENARIO: syncmem's reconnect must hide it: a flap shorter
-# than the reconnect deadline ($DEADLINE s), the soak (every flap is), the
-# forced QP errors
-short_fault() {
-    local l
-    case $1 in
-        qp_error) return 0 ;;
-        flaps_*) l=$(tr ' ' '\n' <<<"$FLAP_LENS" | sort -g | tail -n 1) ;;
-        flap_*|mpi_flap_*) l=${1##*_}; l=${l%s} ;;
-        *) return 1 ;;
-    esac
-    [[ $DEADLINE == inf ]] || awk -v l="$l" -v d="$DEADLINE" 'BEGIN { exit !(l < d) }'
-}
-
-# verdict TRANSPORT SCENARIO KEY=VALUE...: why the row fails, '; ' between
-# the reasons; nothing when it passes (the rules: the header). Keys: lost
-# duplicated corrupted ops_failed ep_recreated ('-': not counted); put get
-# fadd am (how many of each failed); newqp (reconnects onto a new QP); for
-# a row with its faults timed, fault_stats's faults done cut open.
-verdict() {
-    local tl=$1 sc=$2 kv c reasons=() out=''
-    local -A v=()
-    shift 2
-    for kv; do v[${kv%%=*}]=${kv#*=}; done
-    for c in lost duplicated corrupted; do
-        [[ ${v[$c]} == 0 ]] || reasons+=("$c ${v[$c]}")
-    done
-    if [[ -n ${v[faults]:-} ]]; then
-        ((v[done] == v[faults])) ||
-            reasons+=("not measured: $((v[faults] - v[done])) of ${v[faults]} faults ended after the stream")
-        ((v[done] == 0 || v[cut] > 0)) ||
-            reasons+=("not measured: no stall around the fault (did traffic get around it?)")
-        ((v[open] == 0)) || reasons+=("the stream ended before it recovered")
-    fi
-    if [[ $tl == syncmem ]] && short_fault "$sc"; then
-        for c in put get am; do
-            ((v[$c] == 0)) || reasons+=("${v[$c]} ${c}s failed")
-        done
-        ((v[fadd] == 0 || v[newqp] > 0)) ||
-            reasons+=("${v[fadd]} fetch-adds failed with no reconnect onto a new QP")
-        [[ ${v[ep_recreated]} == [-0] ]] ||
-            reasons+=("the endpoint failed ${v[ep_recreated]} times")
-    elif [[ $tl == syncmem-noreconnect && $sc == *flap* ]]; then
-        ((v[ops_failed] > 0)) && [[ ${v[ep_recreated]} == - || ${v[ep_recreated]} -ge 1 ]] ||
-            reasons+=("no clean failure: ops_failed ${v[ops_failed]}, ep_recreated ${v[ep_recreated]} (want > 0, >= 1)")
-    fi
-    for c in "${reasons[@]}"; do out+="${out:+; }$c"; done
-    echo "$out"
-}
-
 # knob_known NAME: this build of syncmem has the setting UCX_SYNCMEM_NAME
 knob_known() {
     # (not grep -q: ucx_info would die of SIGPIPE, and pipefail says no)
@@ -348,44 +242,69 @@ knob_known() {
         grep -c "^UCX_SYNCMEM_$1=" >/dev/null
 }
 
-# reconnect_lines LOG: syncmem's reconnects in LOG (diag level): "ALL
-# RESUMED NEWQP GAVEUP"
-reconnect_lines() {
-    local n
-    for n in 'reconnected to iface' 'reconnected to iface .*(the same QPs, resumed)' \
-             'reconnected to iface .*(a new QP)' 'reconnect.* gave up'; do
-        echo -n "$(grep -c "syncmem: ep .*$n" "$1" || true) "
-    done
-    echo
+# judge LOG KEY=VALUE...: writes LOG.run (what faults.py reads besides
+# the processes' output: transport, scenario, kind, exit, killed, note,
+# na), then has faults.py judge the row into bench-results/faults.csv and
+# faults.notes. (A row it could not judge has no verdict there: the
+# summary fails it.)
+judge() {
+    local log=$1 kv
+    shift
+    { for kv; do echo "$kv"; done
+      echo "reconnect_timeout=$RECONNECT_TIMEOUT"; } >"$log.run"
+    python3 "$faults_py" row "$log" || say "faults.py could not judge $log (exit $?)"
 }
 
-# run_row TRANSPORT SCENARIO: one measurement; appends to $csv and $table
+# stream_secs PRE_MS LEN_US POST_MS: the stream's length in seconds (a
+# fraction), what the clients take
+stream_secs() {
+    local t=$(($1 * 1000 + $2 + $3 * 1000))
+    printf '%d.%06d' $((t / 1000000)) $((t % 1000000))
+}
+
+# wait_for FILE PID SECS: until FILE exists, PID exits or SECS pass
+wait_for() {
+    local i=$((SECONDS + $3))
+    while ((SECONDS < i)); do
+        [[ -e $1 ]] && return 0
+        kill -0 "$2" 2>/dev/null || break
+        sleep 0.1
+    done
+    [[ -e $1 ]]
+}
+
+# run_row TRANSPORT SCENARIO: one measurement, judged by faults.py
 run_row() {
     local tl=$1 sc=$2
     # the target's memory: tmpfs (registered and mapped by two processes)
     local st=/dev/shm/faults-state-$tl-$sc log=$out/faults/$tl-$sc
-    local pre=1.5 post=$POST len=0 plan='' fault_env=() env=() note=''
-    local spid cpid crc=0 hang=0 i limit res t0 t_fault k fl gap
+    local pre_ms=1500 post=$POST len_us=0 plan='' fault_env=() env=() note=''
+    local spid cpid crc=0 killed=0 i limit t0 t_fault k fl gap
+    rm -f "$log".*
+    plan=$(python3 "$faults_py" plan "$sc")
+    while read -r k fl gap; do
+        [[ -z $k ]] || len_us=$((len_us + fl + gap))
+    done <<<"$plan"
     case $sc in
-        loss_1pct|loss_10pct) len=$LOSS_SECS ;;
-        flap_*) len=${sc#flap_}; len=${len%s} ;;
-        flaps_*) plan=$(flaps_plan "${sc#flaps_}")
-            len=$(awk '{ s += $2 + $3 } END { print s / 1e6 }' <<<"$plan") ;;
+        loss_1pct|loss_10pct) len_us=$((LOSS_SECS * 1000000)) ;;
         # (syncmem gives a dead peer RECONNECT_TIMEOUT, 5 s, before the
         # application sees it and can go to the new server)
-        peer_killed) len=1 post=$((POST > 10 ? POST : 10)) ;;
-        qp_error) len=$QP_SECS
+        peer_killed) len_us=1000000 post=$((POST > 10 ? POST : 10)) ;;
+        qp_error) len_us=$((QP_SECS * 1000000))
             if [[ $tl == rc_verbs ]]; then
-                row "$tl" "$sc" n/a "" "rc_verbs has no knob to force a QP to error"; return
+                judge "$log" transport="$tl" scenario="$sc" kind=uct \
+                    na="rc_verbs has no knob to force a QP to error"
+                return
             fi
             if ! knob_known FAULT_QP_ERROR; then
-                row "$tl" "$sc" n/a "" "UCX_SYNCMEM_FAULT_QP_ERROR is not in this build"; return
+                judge "$log" transport="$tl" scenario="$sc" kind=uct \
+                    na="UCX_SYNCMEM_FAULT_QP_ERROR is not in this build"
+                return
             fi
             fault_env=("UCX_SYNCMEM_FAULT_QP_ERROR=$QP_ERROR_INTERVAL") ;;
     esac
     mapfile -t env <<<"$(tl_env "$tl")"
     rm -rf "$st"; mkdir -p "$st"
-    rm -f "$log".*
     heal
     say "$tl $sc"
 
@@ -394,26 +313,18 @@ run_row() {
     spid=$!
     env "${env[@]}" "${fault_env[@]}" UCX_NET_DEVICES=rxe0:1 taskset -c 0 \
         "$top/contrib/harness/faults" client "$st" \
-        "$(awk -v a="$pre" -v b="$len" -v c="$post" 'BEGIN {print a + b + c}')" \
-        >"$log.client" 2>&1 &
+        "$(stream_secs $pre_ms $len_us "$post")" >"$log.client" 2>&1 &
     cpid=$!
 
     # the fault, timed from the client's first completed batch
-    i=$((SECONDS + 120))
-    while ((SECONDS < i)); do
-        [[ -e $st/streaming ]] && break
-        kill -0 "$cpid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if [[ -e $st/streaming ]]; then
-        sleep "$pre"
+    if wait_for "$st/streaming" "$cpid" 120; then
+        sleep_until $((${EPOCHREALTIME/[.,]/} + pre_ms * 1000))
         t_fault=${EPOCHREALTIME/,/.}
         case $sc in
             loss_1pct|loss_10pct)
-                loss "${sc//[^0-9]/}"; sleep "$len"; heal
+                loss "${sc//[^0-9]/}"; sleep "$LOSS_SECS"; heal
                 echo "fault 1 $t_fault ${EPOCHREALTIME/,/.}" >>"$log.faults" ;;
             flap_*|flaps_*)
-                [[ -n $plan ]] || plan="1 $(awk -v l="$len" 'BEGIN { print int(l * 1e6 + 0.5) }') 0"
                 # on a fixed schedule: the time ip and routes take comes
                 # out of the gaps, not on top of them
                 t0=${t_fault/./}
@@ -427,7 +338,7 @@ run_row() {
                 { sleep 3; rdma resource show qp; } >"$log.qps" 2>&1 & ;;
             peer_killed)
                 kill -9 "$spid"; wait "$spid" 2>/dev/null || true
-                sleep "$len"
+                sleep 1
                 env "${env[@]}" UCX_NET_DEVICES=rxe1:1 taskset -c 1 \
                     "$top/contrib/harness/faults" server "$st" >"$log.server2" 2>&1 &
                 spid=$!
@@ -439,7 +350,7 @@ run_row() {
 
     # the client's own watchdog says hang after 60 s without a completion;
     # this is the backstop
-    limit=$(awk -v a="$post" 'BEGIN {print int(a + 200)}')
+    limit=$((post + 200))
     i=$((SECONDS + limit))
     while ((SECONDS < i)); do
         kill -0 "$cpid" 2>/dev/null || break
@@ -447,80 +358,32 @@ run_row() {
     done
     if kill -0 "$cpid" 2>/dev/null; then
         kill -9 "$cpid" 2>/dev/null || true
-        hang=1 note="${note:+$note; }killed after ${limit}s past the fault"
+        killed=1 note="${note:+$note; }killed after ${limit}s past the fault"
     fi
     wait "$cpid" || crc=$?
-    [[ ! -e $log.faults ]] || sed "s/^/faults.sh: $sc /" "$log.faults" >>"$log.client"
     kill -9 "$spid" 2>/dev/null || true
     wait "$spid" 2>/dev/null || true
     heal
-
-    local reconnects resumed newqp gaveup stats='' recovery
-    read -r reconnects resumed newqp gaveup <<<"$(reconnect_lines "$log.client")"
-    res=$(grep '^result ' "$log.client" | tail -n 1 || true)
-    [[ $res == *hang=1* ]] && hang=1
-    val() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$res"; }
-    if [[ $hang == 1 ]]; then
-        [[ -n $note ]] || note="the client's watchdog: $res"
-        row "$tl" "$sc" "$(val ops_ok),$(val ops_failed),-,-,-,$reconnects,1,-,-" \
-            "hang" "$note; see $log.client"
-        return
-    elif [[ -z $res || -n $note ]]; then
-        row "$tl" "$sc" "-,-,-,-,-,$reconnects,0,-,-" \
-            "not measured: ${note:-no result line (client exit $crc)}" "see $log.client"
-        return
-    fi
-
-    # recovery: from the wire's return (or the new server) to the end of
-    # the stall around it; the soak's worst; for loss and qp_error, the
-    # longest stall
-    if [[ $sc == loss_* || $sc == qp_error ]]; then
-        recovery=$(val max_stall_ms)
-    else
-        stats=$(fault_stats "$log.faults" "$log.client")
-        sv() { sed -n "s/.*\<$1=\([^ ]*\).*/\1/p" <<<"$stats"; }
-        recovery=$(sv max)
-        [[ $(sv open) == 0 && $(sv cut) != 0 ]] || recovery=none
-        [[ $sc != flaps_* ]] ||
-            note="$(sv 'done') of $(sv faults) flaps, recovery median $(sv median) / p99 $(sv p99) / max $(sv max) ms"
-    fi
-    if ((reconnects > 0)); then
-        note="${note:+$note; }syncmem reconnected $reconnects times ($resumed resumed, $newqp onto a new QP), up to $(
-            sed -n 's/.*syncmem: ep .*reconnected to iface .* after \([0-9]*\) ms.*/\1/p' \
-                "$log.client" | sort -n | tail -n 1) ms"
-    fi
-    ((gaveup == 0)) || note="${note:+$note; }syncmem gave up reconnecting $gaveup times"
-    note="${note:+$note; }$(val put) puts, $(val get) gets, $(val fadd) fetch-adds, $(val am) AMs ok/failed"
-    [[ $(val am_died_with_peer) == 0 ]] ||
-        note="$note; $(val am_died_with_peer) AMs died with the killed server"
-    [[ $(val connect_failed) == 0 ]] ||
-        note="$note; $(val connect_failed) new endpoints that failed to connect"
-
-    local p g f a
-    p=$(val put) g=$(val get) f=$(val fadd) a=$(val am)
-    # shellcheck disable=SC2086 # (stats: key=value words)
-    row "$tl" "$sc" "$(val ops_ok),$(val ops_failed),$(val lost),$(val duplicated),$(val corrupted),$reconnects,0,$recovery,$(val ep_recreated)" \
-        "$(verdict "$tl" "$sc" lost="$(val lost)" duplicated="$(val duplicated)" \
-               corrupted="$(val corrupted)" ops_failed="$(val ops_failed)" \
-               ep_recreated="$(val ep_recreated)" put="${p#*/}" get="${g#*/}" \
-               fadd="${f#*/}" am="${a#*/}" newqp="$newqp" ${stats%% median=*})" \
-        "$note"
+    judge "$log" transport="$tl" scenario="$sc" kind=uct exit="$crc" \
+        killed="$killed" note="$note"
     rm -rf "$st"
 }
 
 # run_mpi_row TRANSPORT: Open MPI's one-sided (osc ucx) under a 0.5 s flap
 run_mpi_row() {
     local tl=$1 sc=mpi_flap_0.5s log=$out/faults/$1-mpi_flap_0.5s
-    local flag=/tmp/faults-mpi-streaming pre=1.5 len=0.5 post=$POST
-    local env=() xs=() e pid rc=0 hang=0 i res stats recovery note='' pairs failed_pairs
+    local flag=/tmp/faults-mpi-streaming pre_ms=1500 post=$POST plan len_us
+    local env=() xs=() e pid rc=0 killed=0 i note='' k gap
+    rm -f "$flag" "$log" "$log".*
     if ! command -v mpirun >/dev/null || [[ ! -x $top/contrib/harness/faults_mpi ]]; then
-        row "$tl" "$sc" "-,-,-,-,-,-,0,-,-" "not measured: no mpirun or contrib/harness/faults_mpi" \
-            "Open MPI, then configure and make"
+        judge "$log" transport="$tl" scenario="$sc" kind=mpi exit=- \
+            note="no mpirun or contrib/harness/faults_mpi (Open MPI, then configure and make)"
         return
     fi
+    read -r k len_us gap <<<"$(python3 "$faults_py" plan "$sc")"
     mapfile -t env <<<"$(tl_env "$tl")"
     for e in "${env[@]}"; do xs+=(-x "$e"); done
-    rm -f "$flag" "$log" "$log".*; heal
+    heal
     say "$tl $sc"
     # shellcheck disable=SC2016
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
@@ -528,18 +391,12 @@ run_mpi_row() {
         --mca pml_ucx_devices any --mca pml_ucx_tls any "${xs[@]}" \
         sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then d=rxe0:1; else d=rxe1:1; fi
                UCX_NET_DEVICES=$d exec "$@"' pick \
-        "$top/contrib/harness/faults_mpi" "$(awk -v a=$pre -v b=$len -v c="$post" 'BEGIN {print a + b + c}')" \
+        "$top/contrib/harness/faults_mpi" "$(stream_secs $pre_ms "$len_us" "$post")" \
         "$flag" >"$log" 2>&1 &
     pid=$!
-    i=$((SECONDS + 120))
-    while ((SECONDS < i)); do
-        [[ -e $flag ]] && break
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if [[ -e $flag ]]; then
-        sleep "$pre"
-        flap "$log.faults" 1 "$(awk -v l="$len" 'BEGIN { print int(l * 1e6 + 0.5) }')"
+    if wait_for "$flag" "$pid" 120; then
+        sleep_until $((${EPOCHREALTIME/[.,]/} + pre_ms * 1000))
+        flap "$log.faults" 1 "$len_us"
     else
         note="never streamed"
     fi
@@ -552,84 +409,20 @@ run_mpi_row() {
     if kill -0 "$pid" 2>/dev/null; then
         # the ranks first (mpirun's children), or they poll on, orphaned
         pkill -9 -P "$pid" 2>/dev/null || true
-        kill -9 "$pid" 2>/dev/null || true; hang=1
+        kill -9 "$pid" 2>/dev/null || true; killed=1
     fi
     wait "$pid" || rc=$?
     heal
-    local reconnects resumed newqp gaveup
-    read -r reconnects resumed newqp gaveup <<<"$(reconnect_lines "$log")"
-    if ((hang)); then
-        row "$tl" "$sc" "-,-,-,-,-,$reconnects,1,-,-" "hang" \
-            "mpirun did not finish 90 s after its stream should have ended; see $log"
-        return
-    fi
-    res=$(grep '^result ' "$log" | tail -n 1 || true)
-    pairs=$(grep -c '^pair .* failed' "$log" || true) failed_pairs=''
-    ((pairs == 0)) || failed_pairs=", $pairs failed pairs"
-    if [[ -z $res && -z $note && $tl == syncmem-noreconnect && $rc == 3 ]] && ((pairs >= 2)); then
-        # what the flap cost cannot be counted: the columns say '-'
-        row "$tl" "$sc" "-,-,-,-,-,$reconnects,0,-,-" "" \
-            "the expected clean failure: faults_mpi's MPI_Abort after $pairs failed pairs (mpirun exit 3); see $log"
-        return
-    elif [[ -z $res || -n $note ]]; then
-        row "$tl" "$sc" "-,-,-,-,-,$reconnects,0,-,-" \
-            "not measured: ${note:-the job aborted (mpirun exit $rc$failed_pairs)}" \
-            "see $log"
-        return
-    fi
-    val() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$res"; }
-    stats=$(fault_stats "$log.faults" "$log")
-    recovery=$(sed -n 's/.* max=\([^ ]*\).*/\1/p' <<<"$stats")
-    [[ $stats == *" open=0 "* && $stats != *" cut=0 "* ]] || recovery=none
-    local at p f l
-    # failed pairs by the call that returned the error: put, fetch-add, flush
-    at=$(val pairs_failed_at)
-    IFS=/ read -r p f l <<<"${at:-0/0/0}"
-    note="MPI_Put + MPI_Fetch_and_op, a flush after each pair (osc ucx)"
-    ((reconnects == 0)) ||
-        note="$note; syncmem reconnected $reconnects times ($resumed resumed, $newqp onto a new QP)"
-    [[ $at == 0/0/0 || -z $at ]] || note="$note; failed pairs at put/fetch-add/flush: $at"
-    ((rc == 0)) || note="$note; mpirun exit $rc"
-    # shellcheck disable=SC2086 # (stats: key=value words)
-    row "$tl" "$sc" "$(val ops_ok),$(val ops_failed),$(val lost),$(val duplicated),$(val corrupted),$reconnects,0,$recovery,-" \
-        "$(verdict "$tl" "$sc" lost="$(val lost)" duplicated="$(val duplicated)" \
-               corrupted="$(val corrupted)" ops_failed="$(val ops_failed)" ep_recreated=- \
-               put=$((p + l)) get=0 fadd="$f" am=0 newqp="$newqp" \
-               ${stats%% median=*})" \
-        "$note"
-}
-
-# row TRANSPORT SCENARIO COLUMNS WHY NOTE: a line of the table and the csv.
-# COLUMNS: ops_ok..ep_recreated ('-': not measured), or n/a (the scenario
-# does not apply); WHY: why the row fails, empty if it passes
-row() {
-    local v=$3 why=$4 note=$5 ok failed lost dup corr rec hang recov recr
-    if [[ $v == n/a ]]; then
-        v=n/a,n/a,n/a,n/a,n/a,n/a,n/a,n/a,n/a note="n/a: $note"
-    elif [[ $1 == rc_verbs ]]; then
-        # (UCX's own transport dying, e.g. ud_verbs's Fatal after a flap,
-        # is a result to show, not ours to gate on)
-        note="not judged${why:+ (would fail: $why)}${note:+; $note}"
-    elif [[ -z $why ]]; then
-        note="PASS${note:+; $note}"
-    else
-        note="FAIL: $why${note:+; $note}" bad=$((bad + 1))
-    fi
-    IFS=, read -r ok failed lost dup corr rec hang recov recr <<<"$v"
-    echo "$1,$2,$v" >>"$csv"
-    printf '%s\t%s\t%s\n' "$1" "$2" "$note" >>"$notes"
-    printf '%-20s %-13s %8s %7s %5s %5s %6s %6s %5s %9s %6s  %s\n' "$1" "$2" \
-        "$ok" "$failed" "$lost" "$dup" "$corr" "$rec" "$hang" "$recov" "$recr" \
-        "$note" >>"$table"
-    say "  -> $v ($note)"
+    judge "$log" transport="$tl" scenario="$sc" kind=mpi exit="$rc" \
+        killed="$killed" note="$note"
 }
 
 guest_main() {
-    local quick=$1 tls=$2 only=${3:-} soak=${4:-} rows r t0 v
+    local quick=$1 tls=$2 only=${3:-} soak=${4:-} rows r t0
     out=$top/bench-results
-    csv=$out/faults.csv table=$out/faults.table notes=$out/faults.notes bad=0
+    faults_py=$top/contrib/harness/faults.py
     mkdir -p "$out/faults"
-    rm -f "$out"/faults/*.client "$out"/faults/*.server*
+    rm -f "$out"/faults/* "$out/faults.csv" "$out/faults.notes"
     t0=$(date +%s)
     if [[ $quick == yes ]]; then
         LOSS_SECS=4 QP_SECS=5 POST=4
@@ -644,16 +437,16 @@ guest_main() {
         ls -la "$top/.libs" "$top/contrib/tools/syncmem-run" >&2 || true
         echo "FAIL: syncmem-run cannot find the module"; return 1
     fi
+    command -v python3 >/dev/null ||
+        { echo "FAIL: no python3 in the guest (contrib/harness/faults.py judges the rows)"; return 1; }
     local rec=absent
-    DEADLINE=5
+    # (its value as ucx_info prints it; faults.py reads it, 5 s if none)
+    RECONNECT_TIMEOUT=
     if knob_known RECONNECT; then
-        v=$("$top/contrib/tools/syncmem-run" ucx_info -c -f 2>/dev/null |
+        RECONNECT_TIMEOUT=$("$top/contrib/tools/syncmem-run" ucx_info -c -f 2>/dev/null |
             sed -n 's/^UCX_SYNCMEM_RECONNECT_TIMEOUT=//p' | head -n 1)
-        [[ -z $v ]] || DEADLINE=$(secs "$v")
-        rec="present (a ${DEADLINE} s deadline)"
+        rec="present (RECONNECT_TIMEOUT ${RECONNECT_TIMEOUT:-unknown})"
     fi
-    echo "transport,scenario,ops_ok,ops_failed,lost,duplicated,corrupted,reconnects,hang,recovery_ms,ep_recreated" >"$csv"
-    : >"$table"; : >"$notes"
     routes; routes_ok || return 1
     for r in $rows; do
         if [[ ${r#*/} == mpi_* ]]; then run_mpi_row "${r%%/*}"
@@ -664,9 +457,6 @@ guest_main() {
     echo "   RC timeout $RC_TIMEOUT, $RC_RETRY retries on both transports (UCX_SYNCMEM_RC_*, UCX_RC_*);"
     echo "   syncmem's reconnect (UCX_SYNCMEM_RECONNECT) in this build: $rec."
     echo "   loss for ${LOSS_SECS}s, qp_error for ${QP_SECS}s every $QP_ERROR_INTERVAL; ${POST}s of stream after each fault."
-    printf '%-20s %-13s %8s %7s %5s %5s %6s %6s %5s %9s %6s  %s\n' transport scenario \
-        ops_ok failed lost dup corrupt reconn hang recov_ms ep_new note
-    cat "$table"
     # for contrib/bench/tables.py (faults.sh --markdown)
     { echo "date=$(date -u '+%F %H:%M UTC')"
       echo "kernel=$(uname -r)"
@@ -674,13 +464,9 @@ guest_main() {
       echo "kind=$(run_kind "$quick" "$soak")"
       echo "commit=$(git -C "$top" --no-optional-locks describe --always --dirty 2>/dev/null || echo unknown)"
       echo "seconds=$(( $(date +%s) - t0 ))"; } >"$out/faults.meta"
-    echo "   csv: $csv (verdicts: $notes); each process's output: $out/faults/"
-    rm -f "$table"
-    if ((bad)); then
-        echo "FAIL: $bad judged rows failed (their notes say why)"
-        return 1
-    fi
-    echo "PASS: every judged row passed (lost, duplicated, corrupted, hang 0; the failures each fault allows)"
+    # the table and the verdict: every row asked for, judged, none failed
+    # shellcheck disable=SC2086 # (rows: words)
+    python3 "$faults_py" summary "$out" $rows
 }
 
 if [[ ${1:-} == --in-guest ]]; then
@@ -718,12 +504,12 @@ if [[ -z $(rows_of "$quick" "$tls" "$only" "$soak") ]]; then
 fi
 [[ -x $top/contrib/harness/faults && -x $top/contrib/tools/syncmem-run ]] ||
     { say "contrib/harness/faults is not built: run make first"; exit 2; }
+command -v python3 >/dev/null ||
+    { say "python3 is needed (contrib/harness/faults.py judges the rows)"; exit 2; }
 if ((${#markdown[@]} == 0)); then
     exec contrib/guest/guest.sh --two-hosts --timeout 3600 -- \
         "$top/contrib/harness/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak"
 fi
-command -v python3 >/dev/null ||
-    { say "--markdown needs python3 (contrib/bench/tables.py)"; exit 2; }
 rc=0
 contrib/guest/guest.sh --two-hosts --timeout 3600 -- \
     "$top/contrib/harness/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak" || rc=$?

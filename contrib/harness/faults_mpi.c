@@ -12,7 +12,8 @@
  * in one) and "streamed START END" at the end of its stream. Every fetch-add must return exactly the
  * number of adds before it (one origin): less is an add lost, more one
  * applied twice. At the end rank 1 checks the counter and the last put in
- * every slot, and prints one "result ..." line.
+ * every slot, and prints one "result ..." line. Both ranks print an
+ * "event ..." line for each of syncmem's reconnects (faults_events.h).
  *
  * The window returns its errors (MPI_ERRORS_RETURN): a fetch-add that was
  * in flight when the link broke may or may not have run, and syncmem's
@@ -25,6 +26,8 @@
  * gone: the job aborts (MPI_Abort), a clean failure. Errors elsewhere
  * (the communicator's) stay fatal.
  */
+#include "faults_events.h"
+
 #include <mpi.h>
 
 #include <inttypes.h>
@@ -61,6 +64,7 @@ int main(int argc, char **argv)
     FILE *f;
 
     MPI_Init(&argc, &argv);
+    faults_events_watch();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if ((size != 2) || (argc != 3)) {
