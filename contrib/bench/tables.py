@@ -113,6 +113,18 @@ def read_meta(path):
     return meta
 
 
+def read_notes(path):
+    """faults.notes: {(transport, scenario): note}; {} if there is none."""
+    notes = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                w = line.rstrip("\n").split("\t", 2)
+                if len(w) == 3:
+                    notes[w[0], w[1]] = w[2]
+    return notes
+
+
 def ordered(rows, key):
     """The values of KEY in ROWS, in order of first appearance."""
     seen = []
@@ -419,14 +431,7 @@ def faults_blocks(d):
     meta = read_meta(os.path.join(d, "faults.meta"))
     if meta.get("kind"):
         meta["run"] = "%s run" % meta["kind"]
-    notes = {}
-    p = os.path.join(d, "faults.notes")
-    if os.path.exists(p):
-        with open(p) as f:
-            for line in f:
-                w = line.rstrip("\n").split("\t", 2)
-                if len(w) == 3:
-                    notes[w[0], w[1]] = w[2]
+    notes = read_notes(os.path.join(d, "faults.notes"))
     cols = [c for c in FAULT_COLUMNS if rows and c in rows[0]]
     header = cols + (["verdict"] if notes else [])
     out = []

@@ -42,6 +42,11 @@ import os
 import re
 import sys
 
+# the CSV, key=value and notes readers are tables.py's (the faults table's)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "bench"))
+import tables  # noqa: E402
+
 COLUMNS = ["ops_ok", "ops_failed", "lost", "duplicated", "corrupted",
            "reconnects", "hang", "recovery_ms", "ep_recreated"]
 CSV_HEADER = ["transport", "scenario"] + COLUMNS
@@ -99,17 +104,6 @@ def short_fault(scenario, deadline):
 
 
 # --- what the processes printed ---------------------------------------------
-
-
-def read_kv(path):
-    kv = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                k, sep, v = line.rstrip("\n").partition("=")
-                if sep:
-                    kv[k] = v
-    return kv
 
 
 class Output:
@@ -366,7 +360,7 @@ def judge_mpi(run, log, out, deadline):
 
 def judge(log):
     """(transport, scenario, columns, note) of the row whose files are LOG.*"""
-    run = read_kv(log + ".run")
+    run = tables.read_meta(log + ".run")
     for k in ("transport", "scenario", "kind"):
         if k not in run:
             raise SystemExit("faults.py: %s.run has no %s" % (log, k))
@@ -409,20 +403,9 @@ def write_row(d, tl, sc, cols, note):
 
 def read_rows(d):
     rows = {}
-    path = os.path.join(d, "faults.csv")
-    if os.path.exists(path):
-        with open(path, newline="") as f:
-            for r in csv.DictReader(f):
-                rows.setdefault((r["transport"], r["scenario"]), []).append(r)
-    notes = {}
-    path = os.path.join(d, "faults.notes")
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                w = line.rstrip("\n").split("\t", 2)
-                if len(w) == 3:
-                    notes[w[0], w[1]] = w[2]
-    return rows, notes
+    for r in tables.read_csv(os.path.join(d, "faults.csv")) or []:
+        rows.setdefault((r["transport"], r["scenario"]), []).append(r)
+    return rows, tables.read_notes(os.path.join(d, "faults.notes"))
 
 
 LINE = "%-20s %-13s %8s %7s %5s %5s %6s %6s %5s %9s %6s  %s"
