@@ -24,32 +24,6 @@ mkdir -p "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Prints "CALLS TOTAL OWN" for callgrind output FILE: the calls of FUNCTION
-# (and of its variants, FUNCTION_*),
-# all instructions collected (only inside FUNCTION), and those in OBJECT
-# (the transport's library). Names are compressed: "(12) name" defines id
-# 12, a later "(12)" refers to it. A cost line right after "calls=" is the
-# inclusive cost of that call, not counted again.
-summarize() {
-    awk -v fn="$2" -v own="$3" '
-        # ob/cob share one id space, fn/cfn another
-        function name(map, s,  i) {
-            i = s; sub(/^\(/, "", i); sub(/\).*/, "", i)
-            if (s ~ /\) /) { sub(/^\([0-9]+\) /, "", s); names[map, i] = s }
-            return names[map, i]
-        }
-        /^summary:/ { total = $2 }
-        /^ob=/      { ob = name("o", substr($0, 4)); next }
-        /^cob=/     { name("o", substr($0, 5)); next }
-        /^fn=/      { name("f", substr($0, 4)); next }
-        /^cfn=/     { called = name("f", substr($0, 5)); next }
-        /^calls=/   { if (index(called, fn) == 1) { split($0, a, /[= ]/); calls += a[2] }
-                      skip = 1; next }
-        /^[0-9+*-]/ { if (skip) { skip = 0; next }
-                      if (index(ob, own)) mine += $2 }
-        END { print calls + 0, total + 0, mine + 0 }' "$1"
-}
-
 # op:function suffix:ucx_perftest args (put_short_mr: back to back, where
 # doorbell batching posts many requests per ibv_post_send). The count
 # covers every function whose name starts with uct_<tl>_<suffix>: syncmem's
@@ -92,7 +66,15 @@ echo "$ops" | while IFS=: read -r op fn args; do
             echo "$op,$col,nan,nan,nan" >> "$out/callgrind.csv"
             continue
         fi
-        set -- $(summarize "$f" "uct_${tl}_$fn" "$lib")
+        # CALLS TOTAL OWN: the calls of uct_<tl>_<fn>*, every instruction
+        # collected, those in the transport's library
+        if ! counts=$(python3 "$top/contrib/bench/tables.py" callgrind-count \
+                      "$f" "uct_${tl}_$fn" "$lib"); then
+            echo "$op,$col,nan,nan,nan" >> "$out/callgrind.csv"
+            continue
+        fi
+        # shellcheck disable=SC2086 # (three numbers)
+        set -- $counts
         echo "$op,$col,$1,$2,$3" >> "$out/callgrind.csv"
     done
 done

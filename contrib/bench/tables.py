@@ -9,6 +9,8 @@ this does the arithmetic. Python 3, standard library only.
   contrib/bench/tables.py bench  DIR [--markdown FILE]...   bench.sh's tables
   contrib/bench/tables.py faults DIR [--markdown FILE]...   faults.sh's table
   contrib/bench/tables.py callgrind DIR                     callgrind.sh's tables
+  contrib/bench/tables.py callgrind-count FILE FUNCTION OBJECT
+      "CALLS TOTAL OWN" of one callgrind output file (callgrind.sh's row)
 
 DIR holds what the scripts wrote:
   bench:  results.csv   test,transport,rep,value      (the main table)
@@ -267,6 +269,55 @@ def callgrind_tables(rows):
     return out
 
 
+def callgrind_count(path, function, own):
+    """(calls, total, own) of callgrind output PATH: the calls of FUNCTION
+    and of its variants (names that start with it), all instructions
+    collected (callgrind collected only inside FUNCTION), and those in an
+    object whose name contains OWN (the transport's library). Names are
+    compressed: "(12) name" defines id 12, a later "(12)" refers to it; ob
+    and cob share one id space, fn and cfn another. A cost line is the
+    positions ("positions:", line alone by default) then the costs, the
+    first one instructions; one right after "calls=" is the inclusive cost
+    of that call, not counted again."""
+    names = {}
+
+    def name(space, s):
+        i = re.sub(r"\).*", "", s[1:] if s.startswith("(") else s)
+        if re.search(r"\) ", s):
+            names[space, i] = re.sub(r"^\([0-9]+\) ", "", s)
+        return names.get((space, i), "")
+
+    calls = total = mine = 0
+    npos = 1
+    ob = called = ""
+    skip = False
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("positions:"):
+                npos = len(line.split()) - 1
+            elif line.startswith("summary:"):
+                total = int(line.split()[1])
+            elif line.startswith("ob="):
+                ob = name("o", line[3:])
+            elif line.startswith("cob="):
+                name("o", line[4:])
+            elif line.startswith("fn="):
+                name("f", line[3:])
+            elif line.startswith("cfn="):
+                called = name("f", line[4:])
+            elif line.startswith("calls="):
+                if called.startswith(function):
+                    calls += int(re.split(r"[= ]", line)[1])
+                skip = True
+            elif line[:1] and line[0] in "0123456789+*-":
+                if skip:
+                    skip = False
+                elif own in ob and len(line.split()) > npos:
+                    mine += int(line.split()[npos])
+    return calls, total, mine
+
+
 def size_name(n):
     n = int(n)
     for unit, s in (("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -479,6 +530,9 @@ def has_markers(text):
 def main(argv):
     if len(argv) > 1 and argv[1] in ("-h", "--help"):
         print(__doc__.strip())
+        return 0
+    if len(argv) == 5 and argv[1] == "callgrind-count":
+        print("%d %d %d" % callgrind_count(argv[2], argv[3], argv[4]))
         return 0
     if len(argv) == 3 and argv[1] == "callgrind":
         rows = read_csv(os.path.join(argv[2], "callgrind.csv"))
