@@ -255,10 +255,10 @@ judge() {
     python3 "$faults_py" row "$log" || say "faults.py could not judge $log (exit $?)"
 }
 
-# stream_secs PRE_MS LEN_US POST_MS: the stream's length in seconds (a
+# stream_secs PRE_MS LEN_US POST_S: the stream's length in seconds (a
 # fraction), what the clients take
 stream_secs() {
-    local t=$(($1 * 1000 + $2 + $3 * 1000))
+    local t=$(($1 * 1000 + $2 + $3 * 1000000))
     printf '%d.%06d' $((t / 1000000)) $((t % 1000000))
 }
 
