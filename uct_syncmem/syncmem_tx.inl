@@ -153,9 +153,11 @@ uct_syncmem_replay_save(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
                         uint16_t sn)
 {
     uct_syncmem_replay_t *e;
+    uint64_t remote_addr;
+    uint32_t rkey;
     uint8_t *bytes;
     size_t length = 0;
-    int i;
+    int i, inl;
 
     for (i = 0; i < wr->num_sge; ++i) {
         length += wr->sg_list[i].length;
@@ -168,18 +170,19 @@ uct_syncmem_replay_save(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
         return;
     }
 
+    remote_addr = (wr->opcode == IBV_WR_SEND_WITH_IMM) ? 0 :
+                  wr->wr.rdma.remote_addr;
+    rkey        = (wr->opcode == IBV_WR_SEND_WITH_IMM) ? 0 :
+                  wr->wr.rdma.rkey;
+    inl         = wr->send_flags & IBV_SEND_INLINE;
+    uct_syncmem_replay_sge(ep, sn, wr->opcode, wr->send_flags, remote_addr,
+                           rkey, 0, 0, wr->sg_list, inl ? 0 : wr->num_sge,
+                           length);
     e = uct_syncmem_replay_entry(ep, sn);
     if (wr->opcode == IBV_WR_SEND_WITH_IMM) {
         e->imm_data = wr->imm_data;
     }
-    if (!(wr->send_flags & IBV_SEND_INLINE)) {
-        uct_syncmem_replay_sge(ep, sn, wr->opcode, wr->send_flags,
-                               (wr->opcode == IBV_WR_SEND_WITH_IMM) ? 0 :
-                               wr->wr.rdma.remote_addr,
-                               (wr->opcode == IBV_WR_SEND_WITH_IMM) ? 0 :
-                               wr->wr.rdma.rkey, 0, 0, wr->sg_list,
-                               wr->num_sge, length);
-    } else {
+    if (inl) {
         bytes = (uint8_t*)e->data;
         for (i = 0; i < wr->num_sge; ++i) {
             if (wr->sg_list[i].length == 0) {
@@ -189,15 +192,6 @@ uct_syncmem_replay_save(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
                    wr->sg_list[i].length);
             bytes += wr->sg_list[i].length;
         }
-        if (wr->opcode != IBV_WR_SEND_WITH_IMM) {
-            e->remote_addr = wr->wr.rdma.remote_addr;
-            e->rkey        = wr->wr.rdma.rkey;
-        }
-        e->length        = length;
-        e->opcode        = wr->opcode;
-        e->send_flags    = wr->send_flags;
-        e->lost          = 0;
-        ep->rc.next_psn += uct_syncmem_wr_npkts(ep, wr->opcode, length);
     }
 }
 
