@@ -93,6 +93,21 @@ typedef uct_md_attr_t uct_syncmem_md_attr_t;
 /* md ops .query; not static so that the host unit test can ask it */
 ucs_status_t uct_syncmem_md_query(uct_md_h tl_md, uct_syncmem_md_attr_t *attr);
 
+/* md ops .mem_query: its attributes gained dma-buf fields in 1.14 and
+ * became uct_md_mem_attr_v2_t, with per-buffer memory flags, in 1.22 */
+#if UCT_SYNCMEM_UCX_SINCE(1, 22)
+typedef uct_md_mem_attr_v2_t uct_syncmem_mem_attr_t;
+#  define UCT_SYNCMEM_MEM_ATTR_FIELD(_name)  UCT_MD_MEM_ATTR_V2_FIELD_##_name
+#else
+typedef uct_md_mem_attr_t uct_syncmem_mem_attr_t;
+#  define UCT_SYNCMEM_MEM_ATTR_FIELD(_name)  UCT_MD_MEM_ATTR_FIELD_##_name
+#endif
+#define UCT_SYNCMEM_HAVE_MEM_ATTR_DMABUF     UCT_SYNCMEM_UCX_SINCE(1, 14)
+#define UCT_SYNCMEM_HAVE_MEM_ATTR_MEM_FLAGS  UCT_SYNCMEM_UCX_SINCE(1, 22)
+ucs_status_t uct_syncmem_md_mem_query(uct_md_h tl_md, const void *address,
+                                      size_t length,
+                                      uct_syncmem_mem_attr_t *mem_attr);
+
 /* mem_reg's flags argument became a params struct */
 #if UCT_SYNCMEM_UCX_SINCE(1, 14)
 #  define UCT_SYNCMEM_MEM_REG_ARGS   const uct_md_mem_reg_params_t *params

@@ -47,6 +47,7 @@ typedef struct uct_syncmem_md_config {
     uct_syncmem_rcache_config_t rcache;
     size_t                 reg_align;    /* UCS_MEMUNITS_AUTO: page size */
     unsigned               cuda_reg_cache; /* unused CUDA registrations kept */
+    size_t                 cuda_reg_cache_size; /* ...and their bytes */
 } uct_syncmem_md_config_t;
 
 
@@ -79,6 +80,7 @@ typedef struct uct_syncmem_md {
     ucs_list_link_t        ifaces;       /* uct_syncmem_iface_t, port events */
     ucs_spinlock_t         iface_lock;   /* ...taken by the async thread */
     int                    async_events; /* the async fd has a handler */
+    ucs_sys_device_t       sys_dev;      /* the HCA's PCI function */
 } uct_syncmem_md_t;
 
 
@@ -472,14 +474,33 @@ ucs_status_t uct_syncmem_md_mem_reg_dmabuf(uct_md_h md, int fd,
                                            uct_mem_h *memh_p);
 
 /* syncmem_cuda.c */
-ucs_status_t uct_syncmem_cuda_init(uct_syncmem_md_t *md, unsigned max_unused);
+/* What the driver says of an address in CUDA device memory. */
+typedef struct uct_syncmem_cuda_info {
+    uintptr_t base;      /* its allocation */
+    size_t    size;
+    int       ordinal;   /* its GPU */
+    ucs_sys_device_t sys_dev;
+} uct_syncmem_cuda_info_t;
+
+ucs_status_t uct_syncmem_cuda_init(uct_syncmem_md_t *md, unsigned max_unused,
+                                   size_t max_unused_bytes);
 void uct_syncmem_cuda_cleanup(uct_syncmem_md_t *md);
+/* The process has loaded the CUDA driver (only then can it hold CUDA
+ * memory), and it works; loads ours on the first call that sees it. */
+int uct_syncmem_cuda_in_use(void);
+/* Whether address is CUDA device memory (not managed memory). */
+int uct_syncmem_cuda_owns(const void *address);
+/* Whether address lies in an allocation registered lately: a hint. */
+int uct_syncmem_cuda_hinted(const uct_syncmem_md_t *md, const void *address);
 int uct_syncmem_cuda_can_reg(const uct_syncmem_md_t *md);
+/* UCS_ERR_NO_ELEM: not CUDA memory. Registers with every access. */
 ucs_status_t uct_syncmem_cuda_reg(uct_syncmem_md_t *md, void *address,
-                                  size_t length, int access,
-                                  ucs_log_level_t level,
+                                  size_t length, ucs_log_level_t level,
                                   uct_syncmem_mem_t **memh_p);
 void uct_syncmem_cuda_dereg(uct_syncmem_md_t *md, uct_syncmem_mem_t *memh);
+/* UCS_ERR_NO_ELEM: not CUDA memory. */
+ucs_status_t uct_syncmem_cuda_mem_info(const void *address,
+                                       uct_syncmem_cuda_info_t *info);
 ucs_status_t uct_syncmem_cuda_detect(uct_md_h md, const void *address,
                                      size_t length,
                                      ucs_memory_type_t *mem_type_p);

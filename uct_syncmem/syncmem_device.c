@@ -310,7 +310,7 @@ ucs_status_t uct_syncmem_query_tl_devices(uct_md_h tl_md,
         ucs_snprintf_zero(devices[count].name, sizeof(devices[count].name),
                           "%s:%u", md->name, port);
         devices[count].type       = UCT_DEVICE_TYPE_NET;
-        devices[count].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
+        devices[count].sys_device = md->sys_dev;
         ++count;
     }
 

@@ -10,7 +10,10 @@
 #include <ucs/algorithm/crc.h>
 
 #include <ucs/sys/string.h>
+#include <ucs/sys/topo/base/topo.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -44,10 +47,17 @@ static ucs_config_field_t uct_syncmem_md_config_table[] = {
     {"CUDA_REG_CACHE", "16",
      "How many unused registrations of CUDA memory to keep for reuse. They\n"
      "are found by the driver's buffer id, so memory freed and allocated\n"
-     "again, even at the same address, is registered anew; but a kept one\n"
-     "holds its GPU memory until evicted (0: release at mem_dereg).",
+     "again, even at the same address, is registered anew. A kept one holds\n"
+     "its GPU memory: one whose buffer was freed is dropped at the next\n"
+     "registration of CUDA memory (0: release at mem_dereg).",
      ucs_offsetof(uct_syncmem_md_config_t, cuda_reg_cache),
      UCS_CONFIG_TYPE_UINT},
+
+    {"CUDA_REG_CACHE_SIZE", "1g",
+     "How many bytes of CUDA memory the unused registrations kept may cover\n"
+     "(see CUDA_REG_CACHE); the oldest go first.",
+     ucs_offsetof(uct_syncmem_md_config_t, cuda_reg_cache_size),
+     UCS_CONFIG_TYPE_MEMUNITS},
 
     {NULL}
 };
@@ -129,6 +139,72 @@ static void uct_syncmem_md_close(uct_md_h tl_md)
     ucs_free(md);
 }
 
+/* Whether this UCX has CUDA support of its own: cuda_copy detects CUDA
+ * memory, copies it, and UCM's hooks report its frees. */
+static int uct_syncmem_md_ucx_has_cuda(void)
+{
+    static int has_cuda = -1;
+    uct_component_h *components;
+    unsigned i, num;
+    int found = 0;
+
+    if (has_cuda >= 0) {
+        return has_cuda;
+    }
+    if (uct_query_components(&components, &num) == UCS_OK) {
+        for (i = 0; i < num; ++i) {
+            uct_component_attr_t attr = {
+                .field_mask = UCT_COMPONENT_ATTR_FIELD_NAME
+            };
+            if ((uct_component_query(components[i], &attr) == UCS_OK) &&
+                !strcmp(attr.name, "cuda_cpy")) {
+                found = 1;
+            }
+        }
+        uct_release_component_list(components);
+    }
+    has_cuda = found;
+    return has_cuda;
+}
+
+/*
+ * Whether UCP should ask us the memory type of its buffers (mem_query; UCP
+ * 1.13-1.22 never calls detect_memory_type). Only where nothing better
+ * answers: cuda_copy does, and does more (its cache, managed memory); and
+ * with UCS's memory-type cache on, a UCX without CUDA never asks any md
+ * (its empty cache says "host"), so saying yes would only tell
+ * ucp_context_query() that UCX detects CUDA memory. Before the process
+ * loads the CUDA driver it has no CUDA memory: load it before ucp_init().
+ */
+static int uct_syncmem_md_detects_cuda(void)
+{
+    return (ucs_global_opts.enable_memtype_cache == UCS_NO) &&
+           uct_syncmem_cuda_in_use() && !uct_syncmem_md_ucx_has_cuda();
+}
+
+/* Said once, at the first CUDA registration, when UCP cannot know CUDA
+ * memory: it would copy from it with the CPU (and crash), and keep
+ * registrations of freed buffers in its own cache. */
+static void uct_syncmem_md_cuda_advice(void)
+{
+    static int said;
+
+    if (uct_syncmem_md_ucx_has_cuda() ||
+        __atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
+        return;
+    }
+    if (ucs_global_opts.enable_memtype_cache != UCS_NO) {
+        ucs_warn("syncmem: registering CUDA memory, but this UCX has no CUDA"
+                 " support (no cuda_copy), so UCP takes CUDA buffers for host"
+                 " memory: set UCX_MEMTYPE_CACHE=n for syncmem to tell it,"
+                 " and UCX_RCACHE_ENABLE=n (see uct_syncmem(7), GPU memory)");
+    } else {
+        ucs_debug("syncmem: CUDA memory over a UCX without CUDA support:"
+                  " UCP's registration cache sees no cudaFree, keep"
+                  " UCX_RCACHE_ENABLE=n");
+    }
+}
+
 /*
  * What UCP reads of the MD, answered field by field as UCX's own ib md
  * (src/uct/ib/base/ib_md.c) answers it for the same capability; a comment
@@ -154,13 +230,11 @@ ucs_status_t uct_syncmem_md_query(uct_md_h tl_md, uct_syncmem_md_attr_t *attr)
     cap->detect_mem_types = 0;
     /* what the CPU can touch: short and bcopy only ever see host memory */
     cap->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    if (md->cuda != NULL) {
-        /* ib detects nothing; we tell CUDA memory by its driver, to
-         * register it ourselves */
+    if (uct_syncmem_md_detects_cuda()) {
         cap->detect_mem_types = UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-        if (uct_syncmem_cuda_can_reg(md)) {
-            cap->reg_mem_types |= UCS_BIT(UCS_MEMORY_TYPE_CUDA);
-        }
+    }
+    if (uct_syncmem_cuda_can_reg(md)) {
+        cap->reg_mem_types |= UCS_BIT(UCS_MEMORY_TYPE_CUDA);
     }
     cap->max_alloc        = 0;  /* ib: ULONG_MAX, but we allocate nothing */
     /* ib: ULONG_MAX ("TODO query device"); we did query it */
@@ -172,7 +246,10 @@ ucs_status_t uct_syncmem_md_query(uct_md_h tl_md, uct_syncmem_md_attr_t *attr)
 
 #if UCT_SYNCMEM_HAVE_MD_ATTR_V2
     /* UCP may keep any registration of ours in its own cache, as ib's: its
-     * zero-copy paths assert every registering MD is cacheable (1.22) */
+     * zero-copy paths assert every registering MD is cacheable (1.18,
+     * 1.22), and cache whatever this says. A UCX with CUDA support hears
+     * of cudaFree (UCM's hooks); one without needs UCX_RCACHE_ENABLE=n for
+     * CUDA memory (uct_syncmem_md_cuda_advice) */
     attr->cache_mem_types           = UCS_MASK(UCS_MEMORY_TYPE_LAST);
     /* we take dma-bufs (CUDA), we hand out none: that is cuda_copy's part */
     attr->dmabuf_mem_types          = 0;
@@ -368,20 +445,27 @@ static ucs_status_t uct_syncmem_mem_reg(uct_md_h tl_md, void *address,
         return UCS_ERR_INVALID_PARAM;
     }
 
-    if (md->cuda != NULL) {
-        status = uct_syncmem_cuda_reg(md, address, length, access, level,
-                                      &memh);
-        if (status != UCS_ERR_NO_ELEM) {  /* NO_ELEM: not CUDA memory */
-            if (status == UCS_OK) {
-                *memh_p = memh;
-            }
-            return status;
-        }
-    }
-
-    if (md->rcache != NULL) {
+    /* Host memory asks the driver nothing on a cache hit: the host cache
+     * asks it on a miss (NO_ELEM: CUDA memory), and CUDA allocations
+     * registered lately go straight to their own cache, which asks it
+     * always (NO_ELEM: not CUDA memory, or no longer). CUDA memory is
+     * registered with every access. */
+    status = UCS_ERR_NO_ELEM;
+    if ((md->rcache != NULL) && !uct_syncmem_cuda_hinted(md, address)) {
         status = uct_syncmem_rcache_reg(md, address, length, access, level,
                                         &memh);
+    }
+    if (status == UCS_ERR_NO_ELEM) {
+        status = uct_syncmem_cuda_reg(md, address, length, level, &memh);
+        if (status == UCS_OK) {
+            uct_syncmem_md_cuda_advice();
+        }
+    }
+    if ((status == UCS_ERR_NO_ELEM) && (md->rcache != NULL)) {
+        status = uct_syncmem_rcache_reg(md, address, length, access, level,
+                                        &memh);
+    }
+    if (status != UCS_ERR_NO_ELEM) {
         if (status == UCS_OK) {
             *memh_p = memh;
         }
@@ -468,6 +552,57 @@ static ucs_status_t uct_syncmem_rkey_unpack(uct_component_t *component,
     return UCS_OK;
 }
 
+/*
+ * What UCP asks of a pointer when it does not know its memory type (UCP
+ * 1.13 per operation, unless UCS's memory-type cache answers; later
+ * releases when their cache misses): CUDA memory is answered from the
+ * driver, with its whole allocation and its GPU; anything else is not ours
+ * to answer, and UCP takes it for host memory.
+ */
+ucs_status_t uct_syncmem_md_mem_query(uct_md_h tl_md, const void *address,
+                                      size_t length,
+                                      uct_syncmem_mem_attr_t *mem_attr)
+{
+    uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
+    uct_syncmem_cuda_info_t info;
+
+    if (uct_syncmem_cuda_mem_info(address, &info) != UCS_OK) {
+        return UCS_ERR_INVALID_ADDR;
+    }
+
+    if (mem_attr->field_mask & UCT_SYNCMEM_MEM_ATTR_FIELD(MEM_TYPE)) {
+        mem_attr->mem_type = UCS_MEMORY_TYPE_CUDA;
+    }
+    if (mem_attr->field_mask & UCT_SYNCMEM_MEM_ATTR_FIELD(SYS_DEV)) {
+        mem_attr->sys_dev = info.sys_dev;
+    }
+    if (mem_attr->field_mask & UCT_SYNCMEM_MEM_ATTR_FIELD(BASE_ADDRESS)) {
+        mem_attr->base_address = (void*)info.base;
+    }
+    if (mem_attr->field_mask & UCT_SYNCMEM_MEM_ATTR_FIELD(ALLOC_LENGTH)) {
+        mem_attr->alloc_length = info.size;
+    }
+#if UCT_SYNCMEM_HAVE_MEM_ATTR_DMABUF
+    /* we export no dma-buf to UCP (dmabuf_mem_types is 0) */
+    if (mem_attr->field_mask & UCT_SYNCMEM_MEM_ATTR_FIELD(DMABUF_FD)) {
+        mem_attr->dmabuf_fd = UCT_DMABUF_FD_INVALID;
+    }
+    if (mem_attr->field_mask & UCT_SYNCMEM_MEM_ATTR_FIELD(DMABUF_OFFSET)) {
+        mem_attr->dmabuf_offset = 0;
+    }
+#endif
+#if UCT_SYNCMEM_HAVE_MEM_ATTR_MEM_FLAGS
+    /* UCP 1.22 offers memory to an md only with the flags it requires */
+    if (mem_attr->field_mask & UCT_SYNCMEM_MEM_ATTR_FIELD(MEM_FLAGS)) {
+        mem_attr->mem_flags = uct_syncmem_cuda_can_reg(md) ?
+                              UCS_MEM_FLAG_REGISTRABLE : 0;
+    }
+#else
+    (void)md;
+#endif
+    return UCS_OK;
+}
+
 static uct_md_ops_t uct_syncmem_md_ops = {
     .close              = uct_syncmem_md_close,
     .query              = uct_syncmem_md_query,
@@ -476,7 +611,7 @@ static uct_md_ops_t uct_syncmem_md_ops = {
     .mem_advise         = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
     .mem_reg            = uct_syncmem_mem_reg,
     .mem_dereg          = uct_syncmem_mem_dereg,
-    .mem_query          = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
+    .mem_query          = uct_syncmem_md_mem_query,
     .mkey_pack          = uct_syncmem_mkey_pack,
     .detect_memory_type = uct_syncmem_cuda_detect,
     UCT_SYNCMEM_MD_OPS_COMPAT_FIELDS
@@ -512,6 +647,28 @@ static struct ibv_context *uct_syncmem_device_open(const char *name)
 
     ibv_free_device_list(devs);
     return ctx;
+}
+
+/* The HCA's PCI function, from its sysfs device link, so that UCP can pair
+ * it with the GPU nearest to it; unknown for a virtual device (rxe). */
+static ucs_sys_device_t uct_syncmem_md_sys_dev(const uct_syncmem_md_t *md)
+{
+    ucs_sys_device_t sys_dev = UCS_SYS_DEVICE_ID_UNKNOWN;
+    char path[PATH_MAX];
+    char *real;
+
+    ucs_snprintf_zero(path, sizeof(path), "%s/device",
+                      md->ctx->device->ibdev_path);
+    real = realpath(path, NULL);
+    if ((real == NULL) ||
+        (ucs_topo_find_device_by_bdf_name(strrchr(real, '/') + 1, &sys_dev) !=
+         UCS_OK)) {
+        sys_dev = UCS_SYS_DEVICE_ID_UNKNOWN;
+    }
+    ucs_debug("syncmem: %s: PCI device %s", md->name,
+              (sys_dev == UCS_SYS_DEVICE_ID_UNKNOWN) ? "unknown" : real);
+    free(real);
+    return sys_dev;
 }
 
 static ucs_status_t uct_syncmem_md_open(uct_component_t *component,
@@ -559,9 +716,11 @@ static ucs_status_t uct_syncmem_md_open(uct_component_t *component,
      * cheaper; syncmem_rcache.c says how much) */
     md->reg_cost = ucs_linear_func_make(16e-6, 0.06e-9);
     md->dmabuf  = uct_syncmem_md_probe_dmabuf(md);
+    md->sys_dev = uct_syncmem_md_sys_dev(md);
     md->peermem = !access("/sys/module/nvidia_peermem", F_OK) ||
                   !access("/sys/kernel/mm/memory_peers/nv_mem/version", F_OK);
-    status = uct_syncmem_cuda_init(md, md_config->cuda_reg_cache);
+    status = uct_syncmem_cuda_init(md, md_config->cuda_reg_cache,
+                                   md_config->cuda_reg_cache_size);
     if (status != UCS_OK) {
         goto err_dealloc_pd;
     }

@@ -31,6 +31,7 @@ typedef struct uct_syncmem_rregion {
 
 /* Passed through ucs_rcache_get() to the registration callback. */
 typedef struct uct_syncmem_rcache_arg {
+    const void      *address; /* what the caller registers */
     int             probe;  /* decline a plain miss: the caller will widen */
     ucs_log_level_t level;  /* for registration failures */
 } uct_syncmem_rcache_arg_t;
@@ -58,6 +59,13 @@ static ucs_status_t uct_syncmem_rcache_mem_reg_cb(void *context,
     int merged = flags & UCS_RCACHE_MEM_REG_HIDE_ERRORS;
     int access;
     ucs_status_t status;
+
+    /* Only a miss asks the driver whether this is CUDA memory, which has
+     * a cache of its own (syncmem_cuda.c): a hit is host memory, since
+     * CUDA's address ranges are never host mappings. */
+    if (uct_syncmem_cuda_owns(get->address)) {
+        return UCS_ERR_NO_ELEM;
+    }
 
     if (get->probe && !merged) {
         /* The region has the caller's exact bounds, and they cannot change
@@ -178,8 +186,9 @@ ucs_status_t uct_syncmem_rcache_reg(uct_syncmem_md_t *md, void *address,
     int prot        = (access & IBV_ACCESS_LOCAL_WRITE) ?
                       (PROT_READ | PROT_WRITE) : PROT_READ;
     uct_syncmem_rcache_arg_t arg = {
-        .probe = md->reg_align > page,
-        .level = level
+        .address = address,
+        .probe   = md->reg_align > page,
+        .level   = level
     };
     uintptr_t wide_start, wide_end;
     uct_syncmem_rregion_t *region;

@@ -9,9 +9,16 @@ extern "C" {
 #include "uct_syncmem/syncmem_cuda.h"
 }
 
+#define SYNCMEM_CU_NAME(_f)  SYNCMEM_CU_NAME_(_f)
+#define SYNCMEM_CU_NAME_(_f) #_f
+
 TEST(cuda, driver_api_values_match_cuda_h)
 {
     EXPECT_EQ(CUDA_SUCCESS, UCT_SYNCMEM_CU_SUCCESS);
+    EXPECT_EQ(CU_POINTER_ATTRIBUTE_CONTEXT,
+              UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_CONTEXT);
+    EXPECT_EQ(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+              UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL);
     EXPECT_EQ(CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
               UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_MEMORY_TYPE);
     EXPECT_EQ(CU_POINTER_ATTRIBUTE_BUFFER_ID,
@@ -30,4 +37,21 @@ TEST(cuda, driver_api_values_match_cuda_h)
     EXPECT_EQ(sizeof(CUdeviceptr), sizeof(uct_syncmem_cu_ptr_t));
     EXPECT_EQ(sizeof(CUresult), sizeof(uct_syncmem_cu_result_t));
     EXPECT_EQ(sizeof(CUdevice), sizeof(uct_syncmem_cu_device_t));
+    EXPECT_EQ(sizeof(CUcontext), sizeof(uct_syncmem_cu_context_t));
+}
+
+// syncmem_cuda.c looks the driver's functions up by name; cuda.h maps some
+// names to versioned ones, and those are what the driver exports.
+TEST(cuda, symbol_names_are_the_ones_cuda_h_calls)
+{
+    EXPECT_STREQ("cuCtxPushCurrent_v2", SYNCMEM_CU_NAME(cuCtxPushCurrent));
+    EXPECT_STREQ("cuCtxPopCurrent_v2", SYNCMEM_CU_NAME(cuCtxPopCurrent));
+    EXPECT_STREQ("cuDevicePrimaryCtxRelease_v2",
+                 SYNCMEM_CU_NAME(cuDevicePrimaryCtxRelease));
+    EXPECT_STREQ("cuDevicePrimaryCtxRetain",
+                 SYNCMEM_CU_NAME(cuDevicePrimaryCtxRetain));
+    EXPECT_STREQ("cuPointerGetAttributes",
+                 SYNCMEM_CU_NAME(cuPointerGetAttributes));
+    EXPECT_STREQ("cuMemGetHandleForAddressRange",
+                 SYNCMEM_CU_NAME(cuMemGetHandleForAddressRange));
 }

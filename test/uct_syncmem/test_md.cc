@@ -115,20 +115,25 @@ TEST_F(md_attr, host_only)
 #endif
 }
 
-// With a CUDA driver and a peer-memory module, CUDA memory is detected and
-// registered, and (1.14+) UCP may cache it too: every type registered must
-// be cacheable, or UCP 1.22's zero-copy paths abort on an assertion.
+// With a peer-memory module, CUDA memory is registrable before the process
+// loads the CUDA driver (it has none until then). Detection is only offered
+// where it is asked and nothing better answers: never while the driver is
+// not loaded (this process), nor with UCS's memory-type cache on. Every type
+// registered is cacheable (1.14+), or UCP 1.18 and 1.22's zero-copy paths
+// abort on an assertion.
 TEST_F(md_attr, cuda)
 {
     m_md.cuda    = (uct_syncmem_cuda_cache_t*)&m_md;  // only tested for NULL
     m_md.peermem = 1;
+    ASSERT_FALSE(uct_syncmem_cuda_in_use()) << "the test process loads no"
+                                               " CUDA driver";
 
     uct_syncmem_md_attr_t attr = query();
     auto *cap = UCT_SYNCMEM_MD_ATTR_CAP(&attr);
 
     EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_HOST) | UCS_BIT(UCS_MEMORY_TYPE_CUDA),
               cap->reg_mem_types);
-    EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_CUDA), cap->detect_mem_types);
+    EXPECT_EQ(0u, cap->detect_mem_types);
     EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_HOST), cap->access_mem_types);
 #if UCT_SYNCMEM_UCX_SINCE(1, 14)
     EXPECT_EQ(cap->reg_mem_types, attr.cache_mem_types & cap->reg_mem_types);
@@ -137,4 +142,33 @@ TEST_F(md_attr, cuda)
 #if UCT_SYNCMEM_UCX_SINCE(1, 15)
     EXPECT_EQ(0u, attr.reg_nonblock_mem_types);
 #endif
+
+    // a device that takes no dma-bufs, without peer memory: host only
+    m_md.peermem = 0;
+    m_md.dmabuf  = 0;
+    attr = query();
+    EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_HOST),
+              UCT_SYNCMEM_MD_ATTR_CAP(&attr)->reg_mem_types);
+    // one that does: CUDA memory registrable once a GPU exports it
+    m_md.dmabuf  = 1;
+    attr = query();
+    EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_HOST) | UCS_BIT(UCS_MEMORY_TYPE_CUDA),
+              UCT_SYNCMEM_MD_ATTR_CAP(&attr)->reg_mem_types);
+}
+
+// mem_query answers CUDA memory only; anything else is not ours to answer,
+// and UCP takes it for host memory.
+TEST_F(md_attr, mem_query_host_memory_is_not_ours)
+{
+    static char buf[64];
+    uct_syncmem_mem_attr_t mem_attr;
+
+    memset(&mem_attr, 0, sizeof(mem_attr));
+    mem_attr.field_mask = UCT_SYNCMEM_MEM_ATTR_FIELD(MEM_TYPE) |
+                          UCT_SYNCMEM_MEM_ATTR_FIELD(BASE_ADDRESS) |
+                          UCT_SYNCMEM_MEM_ATTR_FIELD(ALLOC_LENGTH) |
+                          UCT_SYNCMEM_MEM_ATTR_FIELD(SYS_DEV);
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_syncmem_md_mem_query(&m_md.super, buf, sizeof(buf),
+                                       &mem_attr));
 }

@@ -1,0 +1,144 @@
+// What a CUDA allocation is registered as (uct_syncmem_cuda_span): the
+// page-aligned export around it, the allocation itself inside that dma-buf.
+// The placements are those cuMemAlloc gave on an H200 (driver 580, CUDA 13):
+// small and odd-sized buffers at 512-byte steps inside a 2 MiB chunk.
+#include <gtest/gtest.h>
+
+extern "C" {
+#include "uct_syncmem/syncmem_cuda.h"
+}
+
+namespace {
+
+const size_t page       = 4096;
+const uintptr_t chunk   = 0x7f0000000000ul;   // a 2 MiB-aligned chunk
+
+// The properties every span must have, whatever the placement.
+void check_span(uintptr_t start, size_t size,
+                const uct_syncmem_cuda_span_t &span)
+{
+    SCOPED_TRACE(testing::Message() << std::hex << "alloc 0x" << start
+                                    << "+" << std::dec << size);
+    EXPECT_EQ(0u, span.export_base % page);
+    EXPECT_EQ(0u, span.export_length % page);
+    EXPECT_LE(span.export_base, start);
+    EXPECT_GE(span.export_base + span.export_length, start + size);
+    // not a page more than needed on either side
+    EXPECT_LT(start - span.export_base, page);
+    EXPECT_LT(span.export_base + span.export_length - (start + size), page);
+    // the MR: the allocation at its own address, inside the dma-buf
+    EXPECT_EQ(start, span.iova);
+    EXPECT_EQ(size, span.length);
+    EXPECT_EQ(start - span.export_base, span.offset);
+    EXPECT_LE(span.offset + span.length, span.export_length);
+    // ibv_reg_dmabuf_mr: iova and offset share their offset in the page
+    EXPECT_EQ(span.iova % page, span.offset % page);
+}
+
+} // namespace
+
+TEST(cuda_span, buffers_as_cuMemAlloc_places_them)
+{
+    struct {
+        size_t   size;
+        unsigned offsets[4];   // in the page, of four buffers in a row
+    } seen[] = {
+        {8,     {0, 512, 1024, 1536}},
+        {100,   {0, 512, 1024, 1536}},
+        {512,   {0, 512, 1024, 1536}},
+        {3000,  {0, 3072, 2048, 1024}},
+        {4097,  {0, 512, 1024, 1536}},
+        {10000, {0, 2048, 0, 2048}},
+    };
+
+    for (const auto &s : seen) {
+        for (unsigned i = 0; i < 4; ++i) {
+            uintptr_t start = chunk + 16 * page * i + s.offsets[i];
+            uct_syncmem_cuda_span_t span;
+
+            ASSERT_EQ(UCS_OK, uct_syncmem_cuda_span(start, s.size, start,
+                                                    s.size, page, &span));
+            check_span(start, s.size, span);
+        }
+    }
+}
+
+TEST(cuda_span, exact_numbers)
+{
+    uct_syncmem_cuda_span_t span;
+
+    // 3000 bytes at page offset 3072 run into the next page: two pages
+    ASSERT_EQ(UCS_OK, uct_syncmem_cuda_span(chunk + 3072, 3000, chunk + 3072,
+                                            3000, page, &span));
+    EXPECT_EQ(chunk, span.export_base);
+    EXPECT_EQ(2 * page, span.export_length);
+    EXPECT_EQ(3072u, span.offset);
+
+    // page-aligned, whole pages: the export is the allocation
+    ASSERT_EQ(UCS_OK, uct_syncmem_cuda_span(chunk, 4 << 20, chunk, 4 << 20,
+                                            page, &span));
+    EXPECT_EQ(chunk, span.export_base);
+    EXPECT_EQ(size_t(4 << 20), span.export_length);
+    EXPECT_EQ(0u, span.offset);
+
+    // one byte past a page: a second page
+    ASSERT_EQ(UCS_OK, uct_syncmem_cuda_span(chunk + 512, 4097, chunk + 512,
+                                            4097, page, &span));
+    EXPECT_EQ(2 * page, span.export_length);
+    EXPECT_EQ(512u, span.offset);
+    EXPECT_EQ(4097u, span.length);
+}
+
+// An interior address registers its whole allocation: the span does not
+// depend on which part of it was asked for.
+TEST(cuda_span, interior_address_gives_the_allocation)
+{
+    uintptr_t start = chunk + 1024;
+    size_t size     = 10000;
+    uct_syncmem_cuda_span_t whole, part;
+
+    ASSERT_EQ(UCS_OK, uct_syncmem_cuda_span(start, size, start, size, page,
+                                            &whole));
+    ASSERT_EQ(UCS_OK, uct_syncmem_cuda_span(start + 4000, 100, start, size,
+                                            page, &part));
+    EXPECT_EQ(whole.export_base, part.export_base);
+    EXPECT_EQ(whole.export_length, part.export_length);
+    EXPECT_EQ(whole.offset, part.offset);
+    EXPECT_EQ(whole.iova, part.iova);
+    EXPECT_EQ(whole.length, part.length);
+
+    // the last byte is inside
+    EXPECT_EQ(UCS_OK, uct_syncmem_cuda_span(start + size - 1, 1, start, size,
+                                            page, &part));
+}
+
+// A buffer that does not lie inside its allocation is refused, before
+// anything is exported: e.g. VMM memory mapped as two chunks.
+TEST(cuda_span, refused_outside_the_allocation)
+{
+    const uintptr_t start = chunk + 512;
+    const size_t size     = 2 << 20;
+    uct_syncmem_cuda_span_t span;
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_span(start, size + 1, start, size, page,
+                                    &span));                 // one past
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_span(start + size - 8, 16, start, size, page,
+                                    &span));                 // into the next
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_span(start - 1, 8, start, size, page,
+                                    &span));                 // before it
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_span(start, 0, start, size, page,
+                                    &span));                 // empty
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_span(start, 8, start, 0, page,
+                                    &span));                 // no allocation
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_span(start + 8, SIZE_MAX, start, size, page,
+                                    &span));                 // wraps
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_span(UINTPTR_MAX - 100, 8, UINTPTR_MAX - 100,
+                                    100, page, &span));      // page wraps
+}
