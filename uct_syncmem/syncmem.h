@@ -493,6 +493,8 @@ int uct_syncmem_cuda_owns(const void *address);
 /* Whether address lies in an allocation registered lately: a hint. */
 int uct_syncmem_cuda_hinted(const uct_syncmem_md_t *md, const void *address);
 int uct_syncmem_cuda_can_reg(const uct_syncmem_md_t *md);
+/* The verbs access every CUDA registration of md gets. */
+int uct_syncmem_cuda_access(const uct_syncmem_md_t *md);
 /* UCS_ERR_NO_ELEM: not CUDA memory. Registers with every access. */
 ucs_status_t uct_syncmem_cuda_reg(uct_syncmem_md_t *md, void *address,
                                   size_t length, ucs_log_level_t level,

@@ -90,6 +90,9 @@ static struct {
                                                       int *attributes,
                                                       void **data,
                                                       uct_syncmem_cu_ptr_t ptr);
+    uct_syncmem_cu_result_t (*pointer_set_attribute)(const void *value,
+                                                     int attribute,
+                                                     uct_syncmem_cu_ptr_t ptr);
     uct_syncmem_cu_result_t (*mem_get_handle)(void *handle,
                                               uct_syncmem_cu_ptr_t ptr,
                                               size_t size, int type,
@@ -182,6 +185,7 @@ static void uct_syncmem_cuda_load(void)
         !UCT_SYNCMEM_CUDA_SYM(get_error_string, "cuGetErrorString") ||
         !UCT_SYNCMEM_CUDA_SYM(pointer_get_attributes,
                               "cuPointerGetAttributes") ||
+        !UCT_SYNCMEM_CUDA_SYM(pointer_set_attribute, "cuPointerSetAttribute") ||
         !UCT_SYNCMEM_CUDA_SYM(mem_get_handle,
                               "cuMemGetHandleForAddressRange") ||
         !UCT_SYNCMEM_CUDA_SYM(device_get_count, "cuDeviceGetCount") ||
@@ -337,6 +341,9 @@ uct_syncmem_cuda_ctx_push(const uct_syncmem_cuda_buf_t *buf,
     uct_syncmem_cu_result_t res;
 
     *dev = -1;
+    if ((ctx == NULL) && (buf->ordinal < 0)) {
+        return UCS_OK;   /* the driver did not say: the caller's context */
+    }
     if (ctx == NULL) {
         res = uct_syncmem_cuda.device_get(dev, buf->ordinal);
         if (res == UCT_SYNCMEM_CU_SUCCESS) {
@@ -363,10 +370,14 @@ uct_syncmem_cuda_ctx_push(const uct_syncmem_cuda_buf_t *buf,
     return UCS_OK;
 }
 
-static void uct_syncmem_cuda_ctx_pop(uct_syncmem_cu_device_t dev)
+static void uct_syncmem_cuda_ctx_pop(const uct_syncmem_cuda_buf_t *buf,
+                                     uct_syncmem_cu_device_t dev)
 {
     uct_syncmem_cu_context_t ctx;
 
+    if ((buf->ctx == NULL) && (buf->ordinal < 0)) {
+        return;
+    }
     uct_syncmem_cuda.ctx_pop(&ctx);
     if (dev >= 0) {
         uct_syncmem_cuda.primary_ctx_release(dev);
@@ -405,6 +416,11 @@ ucs_status_t uct_syncmem_cuda_init(uct_syncmem_md_t *md, unsigned max_unused,
                   " driver; its memory is detected once it has");
     }
     return UCS_OK;
+}
+
+int uct_syncmem_cuda_access(const uct_syncmem_md_t *md)
+{
+    return md->cuda->access;
 }
 
 int uct_syncmem_cuda_can_reg(const uct_syncmem_md_t *md)
@@ -561,6 +577,22 @@ uct_syncmem_cuda_region_reg(uct_syncmem_md_t *md,
     return status;
 }
 
+/* A cudaMemcpy into the buffer that has returned must be visible to the
+ * HCA's next read of it, as GPUDirect RDMA requires; VMM memory refuses the
+ * attribute and has the behaviour anyway. */
+static void uct_syncmem_cuda_sync_memops(const uct_syncmem_cuda_buf_t *buf)
+{
+    unsigned one = 1;
+    uct_syncmem_cu_result_t res;
+
+    res = uct_syncmem_cuda.pointer_set_attribute(
+            &one, UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_SYNC_MEMOPS, buf->start);
+    if (res != UCT_SYNCMEM_CU_SUCCESS) {
+        ucs_debug("syncmem: SYNC_MEMOPS on CUDA buffer 0x%lx: %s", buf->start,
+                  uct_syncmem_cu_error(res));
+    }
+}
+
 static ucs_status_t
 uct_syncmem_cuda_region_create(uct_syncmem_md_t *md,
                                const uct_syncmem_cuda_buf_t *buf,
@@ -583,9 +615,10 @@ uct_syncmem_cuda_region_create(uct_syncmem_md_t *md,
 
     status = uct_syncmem_cuda_ctx_push(buf, level, &dev);
     if (status == UCS_OK) {
+        uct_syncmem_cuda_sync_memops(buf);
         status = uct_syncmem_cuda_region_reg(md, buf, span, level,
                                              &region->memh.mr);
-        uct_syncmem_cuda_ctx_pop(dev);
+        uct_syncmem_cuda_ctx_pop(buf, dev);
     }
     if (status != UCS_OK) {
         ucs_free(region);

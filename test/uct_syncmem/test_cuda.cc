@@ -21,6 +21,8 @@ TEST(cuda, driver_api_values_match_cuda_h)
               UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL);
     EXPECT_EQ(CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
               UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_MEMORY_TYPE);
+    EXPECT_EQ(CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
+              UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_SYNC_MEMOPS);
     EXPECT_EQ(CU_POINTER_ATTRIBUTE_BUFFER_ID,
               UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_BUFFER_ID);
     EXPECT_EQ(CU_POINTER_ATTRIBUTE_IS_MANAGED,
@@ -52,6 +54,9 @@ TEST(cuda, symbol_names_are_the_ones_cuda_h_calls)
                  SYNCMEM_CU_NAME(cuDevicePrimaryCtxRetain));
     EXPECT_STREQ("cuPointerGetAttributes",
                  SYNCMEM_CU_NAME(cuPointerGetAttributes));
+    EXPECT_STREQ("cuPointerSetAttribute",
+                 SYNCMEM_CU_NAME(cuPointerSetAttribute));
+    EXPECT_STREQ("cuDeviceGetPCIBusId", SYNCMEM_CU_NAME(cuDeviceGetPCIBusId));
     EXPECT_STREQ("cuMemGetHandleForAddressRange",
                  SYNCMEM_CU_NAME(cuMemGetHandleForAddressRange));
 }

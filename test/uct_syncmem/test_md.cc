@@ -172,3 +172,42 @@ TEST_F(md_attr, mem_query_host_memory_is_not_ours)
               uct_syncmem_md_mem_query(&m_md.super, buf, sizeof(buf),
                                        &mem_attr));
 }
+
+// A CUDA registration is cached by buffer id and served to every later
+// request for that buffer, whatever access it asks: so it is made with
+// every access mem_reg can be asked for (remote atomics where the device
+// has them), never with the first request's.
+TEST(cuda_access, covers_every_request)
+{
+    const unsigned all = UCT_MD_MEM_ACCESS_REMOTE_PUT |
+                         UCT_MD_MEM_ACCESS_REMOTE_GET |
+                         UCT_MD_MEM_ACCESS_REMOTE_ATOMIC |
+                         UCT_MD_MEM_ACCESS_LOCAL_READ |
+                         UCT_MD_MEM_ACCESS_LOCAL_WRITE;
+
+    for (auto atomic_cap : {IBV_ATOMIC_HCA, IBV_ATOMIC_NONE}) {
+        uct_syncmem_md_t md;
+        memset(&md, 0, sizeof(md));
+        md.dev_attr.atomic_cap = atomic_cap;
+        ASSERT_EQ(UCS_OK, uct_syncmem_cuda_init(&md, 16, 1ul << 30));
+        int granted = uct_syncmem_cuda_access(&md);
+
+        // every subset of the flags, local read first as the case
+        for (unsigned flags = 0; flags <= all; ++flags) {
+            if (flags & ~all) {
+                continue;
+            }
+            int asked = uct_syncmem_md_access(flags);
+            if (atomic_cap == IBV_ATOMIC_NONE) {
+                asked &= ~IBV_ACCESS_REMOTE_ATOMIC;  // the device has none
+            }
+            EXPECT_EQ(asked, asked & granted)
+                    << "flags 0x" << std::hex << flags << " asked 0x" << asked
+                    << " granted 0x" << granted;
+        }
+        EXPECT_EQ(atomic_cap != IBV_ATOMIC_NONE,
+                  !!(granted & IBV_ACCESS_REMOTE_ATOMIC));
+        uct_syncmem_cuda_cleanup(&md);
+        EXPECT_EQ(nullptr, md.cuda);
+    }
+}
