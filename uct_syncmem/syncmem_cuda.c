@@ -10,7 +10,7 @@
  * The driver is used only once the process has loaded it itself: a process
  * that never loaded libcuda has no CUDA memory, and calling cuInit() in it
  * would break CUDA in its fork() children. Until then nothing here costs a
- * driver call.
+ * driver call, nor a search for one.
  *
  * Registrations cover a whole CUDA allocation (syncmem_cuda.h: the span)
  * with every access the device grants, and are cached by the driver's
@@ -22,6 +22,9 @@
  * dropped at the next CUDA mem_reg or mem_dereg, and the unused ones kept
  * are bounded in number and bytes (UCX_SYNCMEM_CUDA_REG_CACHE*).
  */
+#ifndef _GNU_SOURCE
+#  define _GNU_SOURCE  /* dl_iterate_phdr */
+#endif
 #include "syncmem.h"
 #include "syncmem_cuda.h"
 
@@ -29,7 +32,9 @@
 #include <ucs/sys/math.h>
 #include <ucs/sys/topo/base/topo.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
+#include <string.h>
 #include <unistd.h>
 
 
@@ -237,21 +242,56 @@ failed:
                      __ATOMIC_RELEASE);
 }
 
+static int uct_syncmem_cuda_phdr_adds(struct dl_phdr_info *info, size_t size,
+                                      void *arg)
+{
+    *(unsigned long long*)arg = info->dlpi_adds;
+    return 1;   /* the count is the same in every entry: one is enough */
+}
+
+static int uct_syncmem_cuda_phdr_find(struct dl_phdr_info *info, size_t size,
+                                      void *arg)
+{
+    const char *base = strrchr(info->dlpi_name, '/');
+
+    base = (base == NULL) ? info->dlpi_name : base + 1;
+    return !strncmp(base, "libcuda.so", strlen("libcuda.so"));
+}
+
+/*
+ * Whether the process has loaded libcuda. dlopen(RTLD_NOLOAD) would answer
+ * only after searching the library path for the file (tens of
+ * microseconds); the loaded objects are looked through instead, and only
+ * when the count of objects ever loaded has changed since the last look.
+ */
+static int uct_syncmem_cuda_process_has_it(void)
+{
+    static unsigned long long seen_adds;
+    unsigned long long adds = 0;
+
+    dl_iterate_phdr(uct_syncmem_cuda_phdr_adds, &adds);
+    if (adds == __atomic_load_n(&seen_adds, __ATOMIC_RELAXED)) {
+        return 0;
+    }
+    if (dl_iterate_phdr(uct_syncmem_cuda_phdr_find, NULL)) {
+        return 1;
+    }
+    __atomic_store_n(&seen_adds, adds, __ATOMIC_RELAXED);
+    return 0;
+}
+
 /* Whether the driver is in use: once the process itself has loaded it. */
 static int uct_syncmem_cuda_loaded(void)
 {
     int state = __atomic_load_n(&uct_syncmem_cuda.state, __ATOMIC_ACQUIRE);
-    void *lib;
 
     if (ucs_likely(state != UCT_SYNCMEM_CUDA_UNSEEN)) {
         return state == UCT_SYNCMEM_CUDA_LOADED;
     }
 
-    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (lib == NULL) {
+    if (!uct_syncmem_cuda_process_has_it()) {
         return 0;
     }
-    dlclose(lib);   /* only drops the reference NOLOAD took */
     pthread_once(&uct_syncmem_cuda_once, uct_syncmem_cuda_load);
     return uct_syncmem_cuda.state == UCT_SYNCMEM_CUDA_LOADED;
 }
@@ -675,8 +715,8 @@ ucs_status_t uct_syncmem_cuda_reg(uct_syncmem_md_t *md, void *address,
                                   size_t length, ucs_log_level_t level,
                                   uct_syncmem_mem_t **memh_p)
 {
-    uct_syncmem_cuda_cache_t *cache = md->cuda;
-    uct_syncmem_cuda_region_t *region;
+    uct_syncmem_cuda_cache_t *cache   = md->cuda;
+    uct_syncmem_cuda_region_t *region = NULL;
     uct_syncmem_cuda_span_t span;
     uct_syncmem_cuda_buf_t buf;
     ucs_status_t status;
