@@ -293,6 +293,50 @@ TEST_F(syncmem_fault_test, reconnect_after_qp_error_loses_nothing)
     EXPECT_TRUE(ams.exactly_once(count));
 }
 
+// UCX_SYNCMEM_FAULT_QP_ERROR, the fault bench's qp_error row: the iface's
+// async timer moves every connected endpoint's QP to the error state again
+// and again, and each time the endpoint reconnects; puts made all along
+// land, each in its place, and no endpoint fails. An iface without the
+// knob is never touched.
+TEST_F(syncmem_fault_test, fault_qp_error_timer_breaks_and_recovers)
+{
+    const unsigned want_reconnects = 3;
+    const size_t slots             = 4096;
+    uct_iface_h sender;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &sender,
+                                 {{"FAULT_QP_ERROR", "100ms"}}));
+    uct_ep_h ep = connect(sender, m_receiver);
+    ASSERT_NE(nullptr, ep);
+    buffer *dst = alloc(slots * 8, 0);
+
+    uint64_t n = 0;
+    wait_bound bound("the FAULT_QP_ERROR timer to break the QP 3 times");
+    while ((uct_syncmem_ep_reconnects(ep) < want_reconnects) && bound()) {
+        uint64_t v = ++n;
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_put_short(ep, &v, 8,
+                                    (uintptr_t)dst->data.data() +
+                                    ((v - 1) % slots) * 8, dst->rkey.rkey);
+        })) << v;
+        progress();
+    }
+    ASSERT_GE(uct_syncmem_ep_reconnects(ep), want_reconnects)
+            << n << " puts posted";
+    ASSERT_EQ(UCS_OK, flush_wait(ep));
+    EXPECT_TRUE(m_errors.empty());
+
+    // the last put to each slot is what it holds
+    for (size_t i = 0; i < std::min<uint64_t>(n, slots); ++i) {
+        uint64_t last = n - ((n - 1 - i) % slots);
+        ASSERT_EQ(last, word(dst, i)) << "slot " << i << " of " << n
+                                      << " puts";
+    }
+    EXPECT_EQ(0u, uct_syncmem_ep_reconnects(m_ep)) << "an iface without"
+                                                      " the knob";
+    printf("%lu puts, %u reconnects\n", (unsigned long)n,
+           uct_syncmem_ep_reconnects(ep));
+}
+
 // count fetch-adds of 1 on a counter, with ep's QP forced to the error
 // state every 50 of them; what they fetched and how they completed.
 struct fetch_adds {
