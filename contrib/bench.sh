@@ -19,6 +19,11 @@
 # (medians of --reps runs, ratios to rc_verbs and to raw verbs) of what this
 # run measured. --only REGEX selects tests of the main table and the
 # sections 'callgrind', 'rcache' and 'passive' by name.
+# A run that gave no number (a pair that failed, though it printed one; no
+# number in its output; a failed regcost or passive pair) has none: 'nan'
+# in results.csv, rcache.csv and sweep.csv, no row in passive.csv, no
+# regcost.txt; it is listed in failed.txt (with why; bench.meta's failed=N
+# counts them), and bench.sh exits 1 after the tables.
 #
 #   contrib/bench.sh [--no-build] [--reps N] [--only REGEX] [--sweep|--no-sweep]
 #                    [--min-size BYTES] [--max-size BYTES] [--markdown FILE]...
@@ -50,10 +55,22 @@ result() {
     esac
 }
 
-# measure TRANSPORT KIND FIELD ARGS... : prints the value. $dbenv (a row
-# name ending in _db16): syncmem with doorbell batching, 16 a doorbell.
+# failed_run WHAT WHY: a run that gave no number (its value is nan, or it
+# has no row): shown, and recorded in $out/failed.txt, which fails the
+# bench (--in-guest exits 1)
+failed_run() {
+    echo "   FAILED: $1: $2" >&2
+    echo "$1: $2" >> "$out/failed.txt"
+}
+
+# measure TRANSPORT KIND FIELD ARGS... : prints the value; nan where the
+# pair failed (perftest-pair.sh exited non-zero: what it printed is no
+# measurement) or printed no number, recorded (failed_run) as $what's.
+# $dbenv (a row name ending in _db16): syncmem with doorbell batching, 16 a
+# doorbell.
 measure() {
     tl=$1 kind=$2 col=$3; shift 3
+    # shellcheck disable=SC2086 # ($dbenv: no word, or two)
     case "$kind:$tl" in
         uct:syncmem)      set -- $dbenv -- -x "$tl" -d "$dev" "$@" ;;
         uct:*)            set -- -- -x "$tl" -d "$dev" "$@" ;;
@@ -62,8 +79,19 @@ measure() {
                                  --env UCX_UD_VERBS_ETH_DGID_CHECK=n -- "$@" ;;
         raw:*)            set -- --raw "$tl" -- -d "$ibdev" -x "$gid" -F "$@" ;;
     esac
-    v=$(contrib/bench/perftest-pair.sh "$@" 2>/dev/null | result "$tl" "$col") || true
-    echo "${v:-nan}"
+    pt=$(mktemp -d)
+    prc=0
+    contrib/bench/perftest-pair.sh "$@" > "$pt/out" 2> "$pt/err" || prc=$?
+    v=$(result "$tl" "$col" < "$pt/out")
+    if [ "$prc" -ne 0 ] || [ -z "$v" ]; then
+        if [ "$prc" -ne 0 ]; then why="perftest-pair.sh exited $prc"
+        else why="no number in its output"; fi
+        failed_run "${what:-$tl}" "$why (perftest-pair.sh $*)"
+        tail -n 5 "$pt/err" | sed 's/^/   | /' >&2
+        v=nan
+    fi
+    rm -rf "$pt"
+    echo "$v"
 }
 
 guest_main() {
@@ -74,6 +102,7 @@ guest_main() {
           sed -n 's/.*GID\[ *\([0-9]*\)\]:.*::ffff:.*/\1/p' | head -n 1)
     out=$top/bench-results
     mkdir -p "$out"
+    : > "$out/failed.txt"
     echo "== UCX $(ucx_info -v | "$top/contrib/pkg/ucx-version.sh"), device $dev (GID index ${gid:-?})"
 
     # name:kind:field:args:raw-tool:raw-args  (field 3 of
@@ -126,7 +155,12 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
       echo "device=$dev"
       echo "commit=$(git -C "$top" --no-optional-locks describe --always --dirty 2>/dev/null || echo unknown)"
       echo "reps=$reps"
-      echo "sections=${sections# }"; } > "$out/bench.meta"
+      echo "sections=${sections# }"
+      echo "failed=$(wc -l < "$out/failed.txt")"; } > "$out/bench.meta"
+    if [ -s "$out/failed.txt" ]; then
+        echo "== FAILED: $(wc -l < "$out/failed.txt") runs gave no number (nan in the CSVs; $out/failed.txt):"
+        sed 's/^/   /' "$out/failed.txt"
+    fi
 }
 
 # The main table: $tests, $reps times, interleaved.
@@ -144,6 +178,7 @@ main_table() {
             for tl in syncmem rc_verbs ${raw:+$raw}; do
                 step=$((step + 1))
                 echo "   [rep $rep/$reps, $step/$total] $name $tl" >&2
+                what="main $name $tl rep $rep"
                 if [ "$tl" = "$raw" ]; then
                     # shellcheck disable=SC2086
                     v=$(measure "$tl" raw 0 $rawargs)
@@ -162,17 +197,19 @@ main_table() {
 sweep_main() {
     echo "size,transport,put_bw_MBps,put_lat_us" > "$out/sweep.csv"
     for size in 8 64 512 4096 32768 262144 1048576 4194304; do
-        [ "$size" -ge "$min_size" ] && [ "$size" -le "$max_size" ] || continue
+        if [ "$size" -lt "$min_size" ] || [ "$size" -gt "$max_size" ]; then continue; fi
         n=$((16777216 / size)); [ $n -gt 2000 ] && n=2000; [ $n -lt 20 ] && n=20
         for tl in syncmem rc_verbs ib_verbs; do
             echo "   [sweep] $size bytes $tl" >&2
+            # (latency above 4 KiB is not measured: nan by design)
+            what="sweep $size $tl bw"
             if [ $tl = ib_verbs ]; then
                 bw=$(measure ib_write_bw raw 0 -s $size -n $n)
-                lat=nan
+                lat=nan what="sweep $size $tl lat"
                 [ $size -le 4096 ] && lat=$(measure ib_write_lat raw 0 -s $size -n 1000)
             else
                 bw=$(measure $tl uct 7 -t put_bw -D zcopy -s $size -n $n -w 20)
-                lat=nan
+                lat=nan what="sweep $size $tl lat"
                 [ $size -le 4096 ] && lat=$(measure $tl uct 3 -t put_lat -D bcopy -s $size -n 1000 -w 100)
             fi
             echo "$size,$tl,$bw,$lat" >> "$out/sweep.csv"
@@ -187,8 +224,17 @@ sweep_main() {
 rcache_main() {
     reps=$1 out=$2
     echo "== one registration (usec): cache off registers, cache on hits"
-    "$top/contrib/tools/syncmem-run" "$top/contrib/bench/regcost" "$ibdev" |
-        tee "$out/regcost.txt"
+    # (a regcost that failed leaves no regcost.txt: its numbers are none)
+    prc=0
+    "$top/contrib/tools/syncmem-run" "$top/contrib/bench/regcost" "$ibdev" \
+        > "$out/regcost.out" 2>&1 || prc=$?
+    cat "$out/regcost.out"
+    if [ $prc -eq 0 ]; then
+        mv "$out/regcost.out" "$out/regcost.txt"
+    else
+        rm -f "$out/regcost.txt"
+        failed_run "rcache regcost" "regcost exited $prc (its output: $out/regcost.out)"
+    fi
     echo "size,rcache,rep,MBps" > "$out/rcache.csv"
     rep=1
     while [ "$rep" -le "$reps" ]; do
@@ -196,6 +242,7 @@ rcache_main() {
             n=$((67108864 / size)); [ $n -gt 600 ] && n=600
             for rc in y n; do
                 echo "   [rep $rep/$reps] rcache=$rc ucp_put_bw $size" >&2
+                what="rcache $size rcache=$rc rep $rep"
                 v=$(export UCX_SYNCMEM_RCACHE=$rc
                     measure syncmem ucp 7 -t ucp_put_bw -s $size -n $n -w 10)
                 echo "$size,$rc,$rep,$v" >> "$out/rcache.csv"
@@ -229,18 +276,18 @@ passive_pair() {
             "$top/contrib/bench/passive" target "$d" > "$d.target" 2>&1 &
         tpid=$!
         env "$@" timeout 180 taskset -c 1 "$top/contrib/tools/syncmem-run" \
-            "$top/contrib/bench/passive" origin "$d" $pms 2>&1 || echo "origin failed: exit $?"
+            "$top/contrib/bench/passive" origin "$d" "$pms" 2>&1 || echo "origin failed: exit $?"
         wait $tpid || { echo "target failed: exit $?"; cat "$d.target"; }
         rm -rf "$d" "$d.target" ;;
     mpi|shmem)
         xs="-x $(echo "$@" | sed 's/ / -x /g') -x $("$top/contrib/tools/syncmem-run" --print)"
-        if [ $api = mpi ]; then
+        if [ "$api" = mpi ]; then
             prog=$top/contrib/bench/passive_mpi
-            set -- mpirun --mca osc ucx "$prog" $pms
+            set -- mpirun --mca osc ucx "$prog" "$pms"
         else
             # (Debian 12's OSHMEM crashes at finalize with osc rdma)
             prog=$top/contrib/bench/passive_shmem
-            set -- oshrun --mca spml ucx --mca osc ^rdma "$prog" $pms
+            set -- oshrun --mca spml ucx --mca osc ^rdma "$prog" "$pms"
         fi
         cmd=$1; shift
         # shellcheck disable=SC2086
@@ -271,9 +318,21 @@ passive_main() {
             for tl in syncmem rc_verbs; do
                 echo "   [rep $rep/$reps] passive $api $tl" >&2
                 echo "== rep $rep $api $tl" >> "$out/passive.log"
-                passive_pair $api $tl | tee -a "$out/passive.log" |
-                    sed -n 's/^phase op=\([a-z]*\) slice_ms=\([0-9]*\) ops=[0-9]* median_us=\([0-9.]*\) p99_us=\([0-9.]*\)\( slowdown=\([0-9.]*\) compute=\([0-9.]*\)\)*$/'$api',\1,\2,'$tl,$rep',\3,\4,\6,\7/p' \
-                    >> "$out/passive.csv"
+                passive_pair "$api" "$tl" > "$out/passive.one"
+                cat "$out/passive.one" >> "$out/passive.log"
+                # a pair that failed, or gave a wrong result or no phase,
+                # has no rows
+                rows=$(sed -n 's/^phase op=\([a-z]*\) slice_ms=\([0-9]*\) ops=[0-9]* median_us=\([0-9.]*\) p99_us=\([0-9.]*\)\( slowdown=\([0-9.]*\) compute=\([0-9.]*\)\)*$/'"$api"',\1,\2,'"$tl,$rep"',\3,\4,\6,\7/p' \
+                       "$out/passive.one")
+                bad=$(grep -E "failed: exit|wrong=[1-9]" "$out/passive.one" | head -n 1)
+                if [ -n "$bad" ]; then
+                    failed_run "passive $api $tl rep $rep" "$bad (passive.log)"
+                elif [ -z "$rows" ]; then
+                    failed_run "passive $api $tl rep $rep" "no phase line in its output (passive.log)"
+                else
+                    echo "$rows" >> "$out/passive.csv"
+                fi
+                rm -f "$out/passive.one"
             done
         done
         rep=$((rep + 1))
@@ -326,6 +385,8 @@ GP
 if [ "$1" = --in-guest ]; then
     shift
     guest_main "$@"
+    # a run that gave no number fails the bench (guest_main listed them)
+    [ ! -s "$top/bench-results/failed.txt" ] || exit 1
     exit 0
 fi
 
@@ -340,10 +401,10 @@ fi
 
 # --- on the host -----------------------------------------------------------
 
-reps=3 only= sweep=yes min_size=0 max_size=4194304 markdown=
+reps=3 only='' sweep=yes min_size=0 max_size=4194304 markdown=''
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help)  sed -n '3,37s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help)  sed -n '3,42s/^# \{0,1\}//p' "$0"; exit 0 ;;
         --no-build) nobuild=1 ;;
         --reps)     reps=$2; shift ;;
         --only)     only=$2; shift ;;
@@ -361,8 +422,9 @@ done
 
 # (the tables: contrib/bench/tables.py)
 if ! command -v python3 >/dev/null; then
-    [ -z "$nobuild" ] && config/apt-install.sh python3 ||
-        { echo "bench.sh: python3 is needed for the tables (contrib/bench/tables.py)" >&2; exit 2; }
+    if [ -n "$nobuild" ] || ! config/apt-install.sh python3; then
+        echo "bench.sh: python3 is needed for the tables (contrib/bench/tables.py)" >&2; exit 2
+    fi
 fi
 [ -n "$nobuild" ] || contrib/bootstrap.sh
 rc=0

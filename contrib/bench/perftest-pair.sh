@@ -19,10 +19,10 @@ run=${SYNCMEM_RUN:-$top/contrib/tools/syncmem-run}
 port=${SYNCMEM_PERFTEST_PORT:-13337}
 
 case "$1" in -h|--help) sed -n '3,17s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
-tool="$run ucx_perftest" raw= wrap=
+tool="$run ucx_perftest" raw='' wrap=''
 while [ $# -gt 0 ]; do
     case "$1" in
-        --env) export "$2"; shift 2 ;;
+        --env) export "${2:?--env needs VAR=VALUE}"; shift 2 ;;
         --wrap) wrap=$2; shift 2 ;;
         --raw) tool=$2 raw=1; port=${SYNCMEM_RAW_PORT:-18515}; shift 2 ;;
         --)    shift; break ;;
@@ -44,11 +44,11 @@ if [ -n "$raw" ]; then
     # shellcheck disable=SC2086
     timeout 120 taskset -c 0 $tool -p "$port" "$@" > "$tmp/server" 2>&1 &
 else
-    # shellcheck disable=SC2086
     # -P 0: a ucx_perftest built with MPI (Debian 13's) waits for mpirun
     # otherwise; one built without it (Debian 12's) has no -P
     mpi=
     $tool -h 2>&1 | grep -q -- '-P <0|1>' && mpi="-P 0"
+    # shellcheck disable=SC2086
     timeout 120 $tool $mpi -p "$port" -c 0 "$@" > "$tmp/server" 2>&1 &
 fi
 server=$!

@@ -9,7 +9,8 @@
 #
 # The verdict can fail: each step that should run is framed by markers, and
 # one that did not finish (a guest that did not boot or timed out, a crash,
-# a missing gtest summary) counts as a failure.
+# a missing gtest summary) or that ran no test (a gtest filter that selected
+# none: '0 tests ran') counts as a failure; test/verdicts.test shows it.
 set -euo pipefail
 
 prog=ucx-matrix.sh
@@ -19,6 +20,7 @@ usage() {
     cat <<EOF
 usage: contrib/harness/ucx-matrix.sh --ucx-src DIR (--ucx-prefix PREFIX | --root ROOT)
                              [--no-guest]
+       contrib/harness/ucx-matrix.sh --count LOG STEP...
 
 Builds a checkout of HEAD in matrix-<name>/ against the given UCX, every
 test program included ('make check TESTS='), runs the host unit tests,
@@ -30,8 +32,9 @@ to its UCX: test/mpi/run.sh in both boots, test/mpi/shmem_run.sh in the
 one-host boot.
 
 Prints '<version>: N passed, N failed' last (gtest cases, perftest pairs,
-lanes, MPI runs; a step that did not finish counts as a failure) and exits
-1 if anything failed or did not run, 2 if the build failed.
+lanes, MPI runs; a step that did not finish, or ran no test, counts as a
+failure) and exits 1 if anything failed or did not run, 2 if the build
+failed.
 
   --ucx-src DIR      UCX source tree of exactly that version
   --ucx-prefix DIR   a UCX installed in its own prefix (loaded through
@@ -40,6 +43,10 @@ lanes, MPI runs; a step that did not finish counts as a failure) and exits
                      e.g. ROOT=\$(contrib/guest/debian-root.sh); built and run
                      chrooted
   --no-guest         host unit tests only
+  --count LOG STEP...  only the counting, of a saved matrix.log and the
+                     steps it must hold (unit-gtest one-gtest perftest
+                     two-gtest ...; each step's part into LOG.steps/): the
+                     last line and exit status as above
 
 SYNCMEM_CI_LOCK=FILE runs each guest boot under 'flock FILE' (as .ci/run
 does), for machines where several runs share the one guest slot.
@@ -48,7 +55,85 @@ EOF
 say() { echo "$prog: $*" >&2; }
 die() { say "$*"; exit 2; }
 
-src= prefix= root= guest=yes
+# count LOG STEPDIR LABEL STEP...: the verdict on a matrix.log: prints
+# 'LABEL: N passed, N failed' last; returns 1 if anything failed or did not
+# run. Per step (its part of LOG goes to STEPDIR/STEP): gtest
+# '[  PASSED  ] N tests.' and 'N FAILED TEST(S)'; a gtest run cut short (no
+# summary) counts its ended cases and one failure more; a gtest run that
+# selected no test ('0 tests ... ran', test/gtest-ran.sh) one failure; the
+# PASS/FAIL lines of perftest, lanes, mpi and shmem. A crash or an assertion
+# where no test failed, a step that did not end or ended non-zero with no
+# failure counted, a step that counted nothing (0 passed, 0 failed: its
+# tests all skipped, or none ran): one failure more each.
+count() {
+    local log=$1 stepdir=$2 label=$3 s f p n end why skipped
+    shift 3
+    rm -rf "$stepdir"; mkdir -p "$stepdir"
+    awk -v d="$stepdir" '/^matrix-step [a-z0-9-]+$/ {f = d "/" $2; printf "" > f}
+                         f != "" {print >> f}
+                         /^matrix-step-end / {f = ""}' "$log"
+    sum() { awk '{s += $1} END {print s + 0}'; }
+    local passed=0 failed=0 problems=()
+    for s; do
+        f=$stepdir/$s
+        if [[ ! -f $f ]]; then
+            failed=$((failed + 1)); problems+=("$s: did not run"); continue
+        fi
+        # (grep -c prints 0, and exits 1, where no line matches)
+        p=$(grep -cE '^PASS (perftest|lanes|mpi|shmem)' "$f" || true)
+        n=$(grep -cE '^FAIL (perftest|lanes|mpi|shmem)' "$f" || true)
+        if [[ $s == *-gtest ]]; then
+            if grep -qE '^\[==========\] [0-9]+ tests? from .* ran\.' "$f"; then
+                p=$((p + $(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$f" | sum)))
+                n=$((n + $(sed -n 's/^ *\([0-9]*\) FAILED TESTS\{0,1\}$/\1/p' "$f" | sum)))
+                if ! why=$("$top/test/gtest-ran.sh" "$f" 2>&1 >/dev/null); then
+                    n=$((n + 1)); problems+=("$s: ${why#gtest-ran.sh: }")
+                fi
+            else
+                # cut short: the cases that ended, and one failure for the cut
+                p=$((p + $(grep -c '^\[       OK \]' "$f" || true)))
+                n=$((n + $(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$f" || true) + 1))
+                problems+=("$s: no gtest summary (cut short: crashed or killed)")
+            fi
+        fi
+        if ((n == 0)) && grep -qE 'Segmentation fault|Aborted|core dumped|Assertion .* failed' "$f"; then
+            n=1; problems+=("$s: a crash or an assertion, with no failed test counted")
+        fi
+        end=$(sed -n "s/^matrix-step-end $s rc=\([0-9]*\)$/\1/p" "$f")
+        if [[ -z $end ]]; then
+            n=$((n + 1)); problems+=("$s: did not finish (the guest timed out or died: see the log)")
+        elif ((end != 0 && n == 0)); then
+            n=1; problems+=("$s: exit $end with no failure counted")
+        fi
+        if ((p + n == 0)); then
+            skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\}, listed below:$/\1/p' "$f" | sum)
+            n=1; problems+=("$s: counted nothing (0 passed, 0 failed, $skipped skipped): nothing was checked")
+        fi
+        passed=$((passed + p)) failed=$((failed + n))
+    done
+    if (($# == 0)); then
+        failed=1; problems+=("no step to count")
+    fi
+    while read -r _ b r; do
+        say "boot $b: $r (contrib/guest/guest.sh: 124 timed out, 125 the guest failed)"
+    done < <(grep -h '^matrix-boot ' "$log" || true)
+    # (what failed, shown again; the count above is the verdict)
+    grep -hE '^\[  FAILED  \] [a-z]|^FAIL (perftest|lanes|mpi|shmem)|Assertion .* failed' \
+        "$stepdir"/* 2>/dev/null | sort -u >&2 || true
+    for pr in "${problems[@]}"; do say "$pr"; done
+    say "log: $log (each step's part in $stepdir/)"
+    echo "$label: $passed passed, $failed failed"
+    ((failed == 0))
+}
+
+src='' prefix='' root='' guest=yes
+if [[ ${1:-} == --count ]]; then
+    (($# >= 3)) || { usage >&2; exit 2; }
+    log=$2; shift 2
+    [[ -r $log ]] || die "cannot read $log"
+    count "$log" "$log.steps" "$(basename "$log")" "$@" && exit 0
+    exit 1
+fi
 while (($#)); do
     case $1 in
         --ucx-src) src=$(cd "${2:?}" && pwd); shift ;;
@@ -86,6 +171,7 @@ inroot() {
 # MPI programs where configure found the MPIs) and runs none.
 cfg=(--with-ucx-src="$src")
 [[ -n $prefix ]] && cfg+=(--with-ucx="$prefix")
+# shellcheck disable=SC2016 # (sh -c's own arguments)
 inroot sh -c 'cd "$1" && shift && ./configure "$@" >configure.out 2>&1 &&
               make -j2 >make.out 2>&1 && make -j2 check TESTS= >>make.out 2>&1' \
     build "$dir" "${cfg[@]}" ||
@@ -166,53 +252,4 @@ if [[ $guest == yes ]]; then
     done
 fi
 
-# Counting, per step: gtest '[  PASSED  ] N tests.' and 'N FAILED TEST(S)';
-# a gtest run cut short (no summary) counts its ended cases and one failure
-# more; the PASS/FAIL lines of perftest, lanes, mpi and shmem. A crash or an
-# assertion where no test failed, a step that did not end or ended non-zero
-# with no failure counted: one failure more each.
-stepdir=$dir/steps
-rm -rf "$stepdir"; mkdir -p "$stepdir"
-awk -v d="$stepdir" '/^matrix-step [a-z0-9-]+$/ {f = d "/" $2; printf "" > f}
-                     f != "" {print >> f}
-                     /^matrix-step-end / {f = ""}' "$log"
-sum() { awk '{s += $1} END {print s + 0}'; }
-passed=0 failed=0 problems=()
-for s in "${expect[@]}"; do
-    f=$stepdir/$s
-    if [[ ! -f $f ]]; then
-        failed=$((failed + 1)); problems+=("$s: did not run"); continue
-    fi
-    p=$(grep -cE '^PASS (perftest|lanes|mpi|shmem)' "$f" || true)
-    n=$(grep -cE '^FAIL (perftest|lanes|mpi|shmem)' "$f" || true)
-    if [[ $s == *-gtest ]]; then
-        if grep -qE '^\[==========\] [0-9]+ tests? from .* ran\.' "$f"; then
-            p=$((p + $(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$f" | sum)))
-            n=$((n + $(sed -n 's/^ *\([0-9]*\) FAILED TESTS\{0,1\}$/\1/p' "$f" | sum)))
-        else
-            # cut short: the cases that ended, and one failure for the cut
-            p=$((p + $(grep -c '^\[       OK \]' "$f" || true)))
-            n=$((n + $(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$f" || true) + 1))
-            problems+=("$s: no gtest summary (cut short: crashed or killed)")
-        fi
-    fi
-    if ((n == 0)) && grep -qE 'Segmentation fault|Aborted|core dumped|Assertion .* failed' "$f"; then
-        n=1; problems+=("$s: a crash or an assertion, with no failed test counted")
-    fi
-    end=$(sed -n "s/^matrix-step-end $s rc=\([0-9]*\)$/\1/p" "$f")
-    if [[ -z $end ]]; then
-        n=$((n + 1)); problems+=("$s: did not finish (the guest timed out or died: see the log)")
-    elif ((end != 0 && n == 0)); then
-        n=1; problems+=("$s: exit $end with no failure counted")
-    fi
-    passed=$((passed + p)) failed=$((failed + n))
-done
-while read -r _ b r; do
-    say "boot $b: $r (contrib/guest/guest.sh: 124 timed out, 125 the guest failed)"
-done < <(grep -h '^matrix-boot ' "$log" || true)
-grep -hE '^\[  FAILED  \] [a-z]|^FAIL (perftest|lanes|mpi|shmem)|Assertion .* failed' \
-    "$stepdir"/* 2>/dev/null | sort -u >&2 || true
-for pr in "${problems[@]}"; do say "$pr"; done
-say "log: $log (each step's part in $stepdir/)"
-echo "$version: $passed passed, $failed failed"
-((failed == 0))
+count "$log" "$dir/steps" "$version" "${expect[@]}"
