@@ -175,7 +175,7 @@ cfg=(--with-ucx-src="$src")
 inroot sh -c 'cd "$1" && shift && ./configure "$@" >configure.out 2>&1 &&
               make -j2 >make.out 2>&1 && make -j2 check TESTS= >>make.out 2>&1' \
     build "$dir" "${cfg[@]}" ||
-    { tail -20 "$dir/configure.out" "$dir/make.out" >&2
+    { tail -n 20 "$dir/configure.out" "$dir/make.out" >&2
       die "build failed (logs: $dir/configure.out, $dir/make.out)"; }
 version=$(sed -n 's/.*for UCX \([0-9.]*\)$/\1/p' "$dir/configure.out" | tail -1)
 [[ -n $version ]] ||
