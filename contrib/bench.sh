@@ -137,7 +137,8 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     sections=
     [ -z "$tests" ] || { main_table; sections="$sections main"; }
     if [ -z "$only" ] || echo callgrind | grep -qE "^($only)"; then
-        "$top/contrib/bench/callgrind.sh" "$out"
+        "$top/contrib/bench/callgrind.sh" "$out" ||
+            failed_run callgrind "callgrind.sh exited $? (nan or 0 calls in callgrind.csv)"
         sections="$sections callgrind"
     fi
     if [ -z "$only" ] || echo rcache | grep -qE "^($only)"; then

@@ -22,8 +22,16 @@ DIR holds what the scripts wrote:
   faults: faults.csv    transport,scenario,ops_ok,...,ep_recreated
           faults.notes  transport<TAB>scenario<TAB>note (PASS/FAIL and why)
           faults.meta   key=value: date, kernel, ucx, kind, seconds
-Sections whose file is missing are left out. Values 'nan' (a run that gave
-no number) are left out of medians; a median of none is '-'.
+Sections whose file is missing are left out (a section bench.meta says ran
+must have rows). Values 'nan' (a run that gave no number) are left out of
+medians; an empty value is one no run was made for (passive's slowdown with
+no computing). A cell measured in fewer runs than it had (bench.meta's reps
+where it says them) says so: "19.0 (2 of 3)". A cell with runs of which
+none gave a number is '-', and fails: it is named on stderr and the exit
+status is 1 (the tables are still written).
+
+Exit status: 0; 1 when there is nothing to show, a section or marked block
+has no rows, or a cell has no measured run; 2 on a bad call.
 
 Without --markdown the tables go to standard output. With --markdown FILE
 (repeatable), FILE gets them: if FILE has marker lines
@@ -92,6 +100,42 @@ def fmt_ratio(v, digits=2):
     if v < 0.1 or digits == 3:
         return "%.3g" % v
     return "%.*f" % (digits, v)
+
+
+class Runs:
+    """The runs behind the cells of one set of tables: which cells none of
+    their runs measured (the exit status), whether any has fewer numbers
+    than runs (the head line says what a mark means)."""
+
+    def __init__(self, reps=None):
+        self.reps = reps        # the runs a cell should have; None: its rows
+        self.failed = {}        # cell name: why
+        self.partial = False
+
+    def median(self, name, values, expect=True):
+        """(median, mark) of VALUES, CSV cells or numbers: 'nan' (or None)
+        a run that gave no number, '' no run. EXPECT: the cell should have
+        self.reps runs even where it has fewer rows (a run that failed and
+        wrote none). The mark is '' or " (K of N)"; a cell of N runs and no
+        number is recorded as failed."""
+        runs = [v for v in values if not (isinstance(v, str) and v.strip() == "")]
+        got = [x for x in map(num, runs) if x is not None]
+        n = max(len(runs), (self.reps or 0) if expect else 0)
+        if n and not got:
+            self.failed[name] = "%d run%s, none gave a number" % (n, "s" * (n > 1))
+        if not got:
+            return None, ""
+        if len(got) < n:
+            self.partial = True
+            return statistics.median(got), " (%d of %d)" % (len(got), n)
+        return statistics.median(got), ""
+
+    def fmt(self, name, values, expect=True, form=None):
+        """The cell's text: its median formatted (fmt, or FORM) and mark."""
+        m, mark = self.median(name, values, expect)
+        if m is None:
+            return "-"
+        return (form % m if form else fmt(m)) + mark
 
 
 # --- input ------------------------------------------------------------------
@@ -201,24 +245,23 @@ def is_raw(transport):
     return transport.startswith("ib_")
 
 
-def main_table(rows, only=None):
+def main_table(rows, runs, only=None):
     """bench.sh's main table: medians per test and transport, ratios of
-    each transport to rc_verbs and of syncmem to raw verbs."""
+    each transport to rc_verbs and of syncmem to raw verbs. Every transport
+    runs every test, a raw verbs tool only some."""
     tls = [t for t in ordered(rows, "transport") if not is_raw(t)]
     others = [t for t in tls if t != REFERENCE]
-    med = {}
-    raw = {}
+    med, text = {}, {}
     for test in ordered(rows, "test"):
         for t in ordered(rows, "transport"):
-            vals = [num(r["value"]) for r in rows
+            vals = [r["value"] for r in rows
                     if r["test"] == test and r["transport"] == t]
-            if not vals:
+            if is_raw(t) and not vals:
                 continue
-            m = median(vals)
-            if is_raw(t):
-                raw[test] = m
-            else:
-                med[test, t] = m
+            key = (test, "raw verbs" if is_raw(t) else t)
+            med[key], mark = runs.median("main: %s %s" % (test, t), vals,
+                                         expect=not is_raw(t))
+            text[key] = "-" if med[key] is None else fmt(med[key]) + mark
     header = ["test"] + tls + ["raw verbs"]
     header += ["%s / %s" % (t, REFERENCE) for t in others if REFERENCE in tls]
     header += ["%s / raw verbs" % t for t in others[:1]]
@@ -227,12 +270,11 @@ def main_table(rows, only=None):
         if only is not None and test not in only:
             continue
         line = [TESTS.get(test, test)]
-        line += [fmt(med.get((test, t))) for t in tls]
-        line.append(fmt(raw.get(test)))
+        line += [text.get((test, t), "-") for t in tls + ["raw verbs"]]
         if REFERENCE in tls:
             line += [fmt_ratio(ratio(med.get((test, t)), med.get((test, REFERENCE))))
                      for t in others]
-        line += [fmt_ratio(ratio(med.get((test, t)), raw.get(test)))
+        line += [fmt_ratio(ratio(med.get((test, t)), med.get((test, "raw verbs"))))
                  for t in others[:1]]
         out.append(line)
     if only is not None:
@@ -241,26 +283,30 @@ def main_table(rows, only=None):
     return table(header, out)
 
 
-def callgrind_tables(rows):
+def callgrind_tables(rows, runs):
     """Instructions per call of each operation, per transport: all of them
     (the provider and libc below included) and the transport's own library
-    alone; each with its ratios to rc_verbs. Two tables."""
+    alone; each with its ratios to rc_verbs. Two tables. (One run a cell,
+    whatever the reps: a row of nan, or of 0 calls, is a run that failed.)"""
     tls = ordered(rows, "transport")
     others = [t for t in tls if t != REFERENCE]
     ref = REFERENCE in tls
     out = []
     for col in ("instructions", "own_instructions"):
-        per = {}
+        per, text = {}, {}
         for op in ordered(rows, "op"):
             for t in tls:
-                per[op, t] = median(ratio(num(r[col]), num(r["calls"])) for r in rows
-                                    if r["op"] == op and r["transport"] == t)
+                vals = [ratio(num(r[col]), num(r["calls"])) for r in rows
+                        if r["op"] == op and r["transport"] == t]
+                per[op, t], mark = runs.median("callgrind: %s %s" % (op, t),
+                                               vals, expect=False)
+                text[op, t] = "-" if per[op, t] is None else \
+                    "%.0f" % per[op, t] + mark
         header = ["operation"] + tls
         header += ["%s / %s" % (t, REFERENCE) for t in others if ref]
         lines = []
         for op in ordered(rows, "op"):
-            line = [op] + ["%.0f" % per[op, t] if per[op, t] is not None else "-"
-                           for t in tls]
+            line = [op] + [text[op, t] for t in tls]
             if ref:
                 line += [fmt_ratio(ratio(per[op, t], per[op, REFERENCE]))
                          for t in others]
@@ -326,26 +372,33 @@ def size_name(n):
     return "%d B" % n
 
 
-def regcost_table(path):
-    """regcost's output: bytes, register_us, cache_hit_us a line."""
+def regcost_table(path, runs):
+    """regcost's output: bytes, register_us, cache_hit_us a line ('' if
+    it has no such line)."""
     out = []
     with open(path) as f:
         for line in f:
             w = line.split()
             if len(w) == 3 and w[0].isdigit():
-                out.append([size_name(w[0]), fmt(num(w[1])), fmt(num(w[2]))])
+                out.append([size_name(w[0])] + [
+                    runs.fmt("regcost: %s %s" % (size_name(w[0]), what), [v],
+                             expect=False)
+                    for what, v in (("register", w[1]), ("cache hit", w[2]))])
     if not out:
         return ""
     return table(["bytes", "register, cache off (usec)", "cache hit (usec)"], out)
 
 
-def rcache_table(rows):
+def rcache_table(rows, runs):
     out = []
     for size in ordered(rows, "size"):
-        m = {rc: median(num(r["MBps"]) for r in rows
-                        if r["size"] == size and r["rcache"] == rc)
-             for rc in ("y", "n")}
-        out.append([size_name(size), fmt(m["y"]), fmt(m["n"]),
+        m, text = {}, {}
+        for rc in ("y", "n"):
+            m[rc], mark = runs.median(
+                "rcache: %s rcache=%s" % (size_name(size), rc),
+                [r["MBps"] for r in rows if r["size"] == size and r["rcache"] == rc])
+            text[rc] = "-" if m[rc] is None else fmt(m[rc]) + mark
+        out.append([size_name(size), text["y"], text["n"],
                     fmt_ratio(ratio(m["y"], m["n"]))])
     return table(["bytes", "UCP put MB/s, cache on", "cache off", "on / off"], out)
 
@@ -354,8 +407,10 @@ API = {"ucp": "UCP", "mpi": "MPI", "shmem": "OpenSHMEM"}
 OP = {"fadd": "fetch-add", "cswap": "compare-swap", "swap": "swap"}
 
 
-def passive_table(rows):
-    """Origin latency of atomics while the target computes in slices."""
+def passive_table(rows, runs):
+    """Origin latency of atomics while the target computes in slices. (A
+    pair that failed wrote no row: each transport should have every phase
+    the others have, reps times.)"""
     tls = ordered(rows, "transport")
     others = [t for t in tls if t != REFERENCE]
     ref = REFERENCE in tls
@@ -372,53 +427,76 @@ def passive_table(rows):
         if k not in keys:
             keys.append(k)
     for api, sl, op in keys:
+        def vals(t, col):
+            return [r[col] for r in rows
+                    if (r["api"], r["slice_ms"], r["op"], r["transport"])
+                    == (api, sl, op, t)]
+
         def m(t, col):
-            return median(num(r[col]) for r in rows
-                          if (r["api"], r["slice_ms"], r["op"], r["transport"])
-                          == (api, sl, op, t))
+            return median(num(v) for v in vals(t, col))
+        name = "passive: %s %s %s ms" % (api, op, sl)
         line = ["%s %s" % (API.get(api, api), OP.get(op, op)), "%s ms" % sl]
-        line += [fmt(m(t, "median_us")) for t in tls]
+        line += [runs.fmt("%s %s" % (name, t), vals(t, "median_us")) for t in tls]
         if ref:
             line += [fmt_ratio(ratio(m(t, "median_us"), m(REFERENCE, "median_us")), 3)
                      for t in others]
-        line += [fmt(m(t, "p99_us")) for t in tls]
+        line += [runs.fmt("%s %s p99" % (name, t), vals(t, "p99_us")) for t in tls]
         if ref:
             line += [fmt_ratio(ratio(m(t, "p99_us"), m(REFERENCE, "p99_us")), 3)
                      for t in others]
-        line += ["%.3f" % m(t, "slowdown") if m(t, "slowdown") is not None else "-"
-                 for t in tls]
+        # (empty where the target does not compute, slice 0: no run)
+        line += [runs.fmt("%s %s slowdown" % (name, t), vals(t, "slowdown"),
+                          expect=sl != "0", form="%.3f") for t in tls]
         out.append(line)
     return table(header, out)
 
 
-def sweep_table(rows):
+# bench.sh measures the sweep's latency up to this size; it writes nan above
+SWEEP_LAT_MAX = 4096
+
+
+def sweep_table(rows, runs):
     tls = ordered(rows, "transport")
     header = ["bytes"] + ["put MB/s %s" % t for t in tls] + \
         ["put usec %s" % t for t in tls]
     out = []
     for size in ordered(rows, "size"):
-        def m(t, col):
-            return median(num(r[col]) for r in rows
-                          if r["size"] == size and r["transport"] == t)
-        out.append([size_name(size)] + [fmt(m(t, "put_bw_MBps")) for t in tls] +
-                   [fmt(m(t, "put_lat_us")) for t in tls])
+        def cell(t, col):
+            vals = [r[col] for r in rows if r["size"] == size and r["transport"] == t]
+            if col == "put_lat_us" and int(size) > SWEEP_LAT_MAX:
+                vals = []
+            return runs.fmt("sweep: %s %s %s" % (size_name(size), t, col), vals,
+                            expect=False)
+        out.append([size_name(size)] + [cell(t, "put_bw_MBps") for t in tls] +
+                   [cell(t, "put_lat_us") for t in tls])
     return table(header, out)
 
 
 def bench_blocks(d):
-    """{'bench tables': text, 'bench summary': text} from DIR."""
+    """({'bench tables': text, 'bench summary': text}, [what failed]) from
+    DIR: the blocks there are rows for, and the sections and cells that
+    could not be measured (a section the run made with no rows, a cell of
+    runs none of which gave a number)."""
     meta = read_meta(os.path.join(d, "bench.meta"))
-    if meta.get("reps"):
-        meta["run"] = "medians of %s runs" % meta["reps"]
-    head = stamp(meta, "contrib/bench.sh")
+    reps = meta.get("reps", "")
+    runs = Runs(int(reps) if reps.isdigit() else None)
     # the sections this run measured (bench.meta); the other CSVs in DIR
     # are older runs'
     ran = meta["sections"].split() if "sections" in meta else None
+    errors = []
 
     def section(name, filename):
+        """The rows of FILENAME, None if the run did not make it; a
+        section with no rows is an error."""
         if ran is not None and name not in ran:
             return None
-        return read_csv(os.path.join(d, filename))
+        rows = read_csv(os.path.join(d, filename))
+        if rows is None and ran is not None:
+            errors.append("%s: bench.meta says it ran, and there is no %s"
+                          % (name, filename))
+        elif rows is not None and not rows:
+            errors.append("%s: %s has no rows" % (name, filename))
+        return rows or None
 
     parts, summary = [], ""
     res = section("main", "results.csv")
@@ -428,10 +506,10 @@ def bench_blocks(d):
                      "and message rate in msg/s (higher is better). Ratios are "
                      "transport / other. UCP rows compare `UCX_TLS=syncmem` with "
                      "`UCX_TLS=rc_verbs,ud_verbs`; raw verbs is rdma-core's "
-                     "perftest on the same device.\n\n" + main_table(res))
+                     "perftest on the same device.\n\n" + main_table(res, runs))
         only = [t for t in SUMMARY if any(r["test"] == t for r in res)]
         if only:
-            summary = main_table(res, only)
+            summary = main_table(res, runs, only)
     cg = section("callgrind", "callgrind.csv")
     if cg:
         parts.append("#### Instructions per call (callgrind)\n\n"
@@ -441,31 +519,47 @@ def bench_blocks(d):
                      "`UCX_SYNCMEM_RECONNECT=n`; `syncmem_db16`: doorbell batching, "
                      "16 a doorbell.\n\n" +
                      "All instructions:\n\n%s\nOwn instructions:\n\n%s"
-                     % tuple(callgrind_tables(cg)))
+                     % tuple(callgrind_tables(cg, runs)))
     rc = os.path.join(d, "regcost.txt")
-    if (ran is None or "rcache" in ran) and os.path.exists(rc) and regcost_table(rc):
-        parts.append("#### One registration (regcost)\n\n" + regcost_table(rc))
+    if ran is None or "rcache" in ran:
+        text = regcost_table(rc, runs) if os.path.exists(rc) else ""
+        if text:
+            parts.append("#### One registration (regcost)\n\n" + text)
+        elif ran is not None or os.path.exists(rc):
+            errors.append("rcache: no regcost.txt with a number (regcost failed?)")
     rcache = section("rcache", "rcache.csv")
     if rcache:
         parts.append("#### UCP put bandwidth, registration cache on and off\n\n" +
-                     rcache_table(rcache))
+                     rcache_table(rcache, runs))
     passive = section("passive", "passive.csv")
     if passive:
         parts.append("#### Passive target: atomics while the target computes\n\n"
                      "Origin latency in usec; slowdown: the target's time for its "
                      "slices with the traffic over that without.\n\n" +
-                     passive_table(passive))
+                     passive_table(passive, runs))
     sweep = section("sweep", "sweep.csv")
     if sweep:
         parts.append("#### Message-size sweep\n\n"
                      "Put zcopy bandwidth and put bcopy latency; `ib_verbs` is "
-                     "`ib_write_bw`/`ib_write_lat`.\n\n" + sweep_table(sweep))
+                     "`ib_write_bw`/`ib_write_lat`.\n\n" + sweep_table(sweep, runs))
+    # the head line, once the cells are known: what a mark means, how many
+    # cells no run measured
+    run = ["medians of %s runs" % reps] if reps else []
+    if runs.partial:
+        run.append("a cell marked (K of N): the median of the K of its N runs "
+                   "that gave a number")
+    if runs.failed:
+        run.append("%d cell%s where no run gave a number ('-')"
+                   % (len(runs.failed), "s" * (len(runs.failed) > 1)))
+    meta["run"] = "; ".join(run)
+    head = stamp(meta, "contrib/bench.sh")
+    errors += ["%s: %s" % kv for kv in runs.failed.items()]
     blocks = {}
     if parts:
         blocks["bench tables"] = head + "\n" + "\n".join(parts)
     if summary:
         blocks["bench summary"] = head + "\n" + summary
-    return blocks
+    return blocks, errors
 
 
 # --- faults.sh --------------------------------------------------------------
@@ -476,9 +570,12 @@ FAULT_COLUMNS = ["transport", "scenario", "ops_ok", "ops_failed", "lost",
 
 
 def faults_blocks(d):
+    """({'faults table': text}, [what failed]) from DIR."""
     rows = read_csv(os.path.join(d, "faults.csv"))
     if rows is None:
-        return {}
+        return {}, []
+    if not rows:
+        return {}, ["faults.csv has no rows"]
     meta = read_meta(os.path.join(d, "faults.meta"))
     if meta.get("kind"):
         meta["run"] = "%s run" % meta["kind"]
@@ -493,7 +590,8 @@ def faults_blocks(d):
             note = notes.get((r["transport"], r["scenario"]), "")
             line.append(re.sub(r"\S*/(bench-results/)", r"\1", note).replace("|", "/"))
         out.append(line)
-    return {"faults table": stamp(meta, "contrib/harness/faults.sh") + "\n" + table(header, out)}
+    return {"faults table": stamp(meta, "contrib/harness/faults.sh") + "\n" +
+            table(header, out)}, []
 
 
 # --- output -----------------------------------------------------------------
@@ -523,8 +621,50 @@ def splice(text, blocks):
     return "\n".join(out), n
 
 
-def has_markers(text):
-    return any(BEGIN.match(l) for l in text.split("\n"))
+def markers(text):
+    """The names of TEXT's BEGIN markers."""
+    return [m.group(1) for m in map(BEGIN.match, text.split("\n")) if m]
+
+
+# The blocks of each kind (a marker of another kind is not this run's)
+KINDS = {"bench": ["bench tables", "bench summary"], "faults": ["faults table"]}
+
+
+def write_markdown(path, kind, blocks):
+    """Writes KIND's BLOCKS into PATH (between its markers, or whole);
+    [what failed]: a marker of KIND with no block (no rows for it), a file
+    with markers and none of KIND, a table with no rows."""
+    errors, whole = [], blocks.get(KINDS[kind][0])
+    old = None
+    if os.path.exists(path):
+        with open(path) as f:
+            old = f.read()
+    if old is not None and markers(old):
+        mine = [m for m in markers(old) if m in KINDS[kind]]
+        if not mine:
+            return ["%s has no marker for the %s tables; unchanged" % (path, kind)]
+        errors += ["%s: no rows for its '%s' block; that block left as it was"
+                   % (path, m) for m in mine if m not in blocks]
+        new, n = splice(old, blocks)
+        if n == 0:
+            return errors
+    elif whole is None:
+        return ["no rows for %s; not written" % path]
+    else:
+        new = whole
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(new)
+    os.replace(tmp, path)
+    print("tables.py: wrote the %s tables into %s" % (kind, path), file=sys.stderr)
+    return errors
+
+
+def failed(errors):
+    """Says ERRORS on stderr; the exit status."""
+    for e in errors:
+        print("tables.py: FAIL: %s" % e, file=sys.stderr)
+    return 1 if errors else 0
 
 
 def main(argv):
@@ -537,13 +677,15 @@ def main(argv):
     if len(argv) == 3 and argv[1] == "callgrind":
         rows = read_csv(os.path.join(argv[2], "callgrind.csv"))
         if not rows:
-            print("tables.py: no callgrind.csv in %s" % argv[2], file=sys.stderr)
+            print("tables.py: no callgrind.csv with rows in %s" % argv[2],
+                  file=sys.stderr)
             return 1
+        runs = Runs()
         sys.stdout.write("All instructions per call:\n\n%s\n"
                          "Own instructions per call:\n\n%s"
-                         % tuple(callgrind_tables(rows)))
-        return 0
-    if len(argv) < 3 or argv[1] not in ("bench", "faults"):
+                         % tuple(callgrind_tables(rows, runs)))
+        return failed(["%s: %s" % kv for kv in runs.failed.items()])
+    if len(argv) < 3 or argv[1] not in KINDS:
         print("usage: tables.py bench|faults DIR [--markdown FILE]... (--help)",
               file=sys.stderr)
         return 2
@@ -556,35 +698,15 @@ def main(argv):
         else:
             print("tables.py: unknown argument %s" % rest[0], file=sys.stderr)
             return 2
-    blocks = bench_blocks(d) if kind == "bench" else faults_blocks(d)
-    if not blocks:
+    blocks, errors = bench_blocks(d) if kind == "bench" else faults_blocks(d)
+    if not blocks and not errors:
         print("tables.py: no %s results in %s" % (kind, d), file=sys.stderr)
         return 1
-    main_key = "bench tables" if kind == "bench" else "faults table"
-    whole = blocks.get(main_key, "")
     if not files:
-        sys.stdout.write(whole)
-        return 0
+        sys.stdout.write(blocks.get(KINDS[kind][0], ""))
     for path in files:
-        if os.path.exists(path):
-            with open(path) as f:
-                old = f.read()
-            if has_markers(old):
-                new, n = splice(old, blocks)
-                if n == 0:
-                    print("tables.py: %s has no marker for the %s tables; unchanged"
-                          % (path, kind), file=sys.stderr)
-                    continue
-            else:
-                new = whole
-        else:
-            new = whole
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(new)
-        os.replace(tmp, path)
-        print("tables.py: wrote the %s tables into %s" % (kind, path), file=sys.stderr)
-    return 0
+        errors += write_markdown(path, kind, blocks)
+    return failed(errors)
 
 
 if __name__ == "__main__":

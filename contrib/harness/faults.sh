@@ -53,24 +53,13 @@
 #                  whole file. It does not change the exit status.
 #
 # Verdicts: the note of each row starts with PASS or FAIL and why. A row
-# of syncmem or syncmem-noreconnect fails when
-#  - lost, duplicated or corrupted is not 0, or an operation hung;
-#  - it could not be measured: no result line (the client or the MPI job
-#    died), the stream never started, no fault was recorded, a fault ended
-#    after the stream, a flap or killed peer stopped no traffic (no stall
-#    around it), the stream ended before it recovered, or a reconnect
-#    could not be counted; its lost, duplicated and corrupted columns are
-#    '-', never 0;
-#  - reconnect on (syncmem), a fault the reconnect must hide (a flap shorter
-#    than UCX_SYNCMEM_RECONNECT_TIMEOUT, flaps_N, qp_error, mpi_flap_0.5s):
-#    a put, get or AM failed, or the endpoint failed (ep_recreated > 0). A
-#    failed fetch-add is allowed only in a run with a reconnect onto a new
-#    QP (an add of unknown outcome fails rather than runs twice;
-#    doc/design.md, "Reconnect");
-#  - reconnect off (syncmem-noreconnect), a flap row without the clean
-#    failure: ops_failed > 0 and ep_recreated >= 1. Its MPI job aborting by
-#    faults_mpi's MPI_Abort (mpirun exit 3 after two failed pairs in a row)
-#    is that clean failure (columns '-'); any other abort fails.
+# of syncmem or syncmem-noreconnect fails when anything was lost,
+# duplicated or corrupted, an operation hung, the row could not be measured
+# (its columns are then '-', never 0), the fault cannot be shown to have
+# happened (every flap's port seen DOWN and back ACTIVE, a stall around it;
+# qp_error's reconnects), the stream did not recover, the client exited
+# non-zero, or more operations failed than its fault allows. The full rule
+# table, with the allowances: contrib/harness/faults.py --help.
 # rc_verbs rows are reported for comparison, never judged ("not judged",
 # and what would fail them). Exits 1 if a judged row fails or a row asked
 # for has no verdict, 2 on a bad option or when no row matches (before the
@@ -207,6 +196,22 @@ loss() {
     for d in smv0 smv1; do tc qdisc replace dev "$d" root netem loss "$1%"; done
 }
 
+# retrans: the retransmission events both devices have counted (rxe's
+# hw_counters, summed), '-' if one is unreadable; faults.py requires the
+# loss to have raised them (the loss hit the traffic)
+retrans() {
+    local d c v sum=0
+    for d in rxe0 rxe1; do
+        for c in completer_retry_err rcvd_seq_err out_of_seq_request \
+                 duplicate_request; do
+            { read -r v <"/sys/class/infiniband/$d/ports/1/hw_counters/$c"; } \
+                2>/dev/null || { echo -; return; }
+            sum=$((sum + v))
+        done
+    done
+    echo "$sum"
+}
+
 # (Every wait below has a deadline in seconds ($SECONDS), not a number of
 # 'sleep 0.1' rounds: under TCG a round costs several times 0.1 s. The
 # times in the logs are realtime seconds, the clients' clock: bash's
@@ -224,15 +229,32 @@ sleep_until() {
 # UP" to FILE, each time once ip has returned (under TCG it takes ~0.1 s).
 # (UP is before the routes are back: traffic was seen to flow again while
 # they were being put back, which takes as long again.)
+# port_state WANT VAR: VAR := rxe0's port 1 state (sysfs "1: DOWN" ->
+# DOWN), read until it is WANT or 1 s has passed; "none" if unreadable.
+# faults.py requires each flap's port to have gone DOWN and come back
+# ACTIVE: a flap that did not happen must not pass as one survived.
+port_state() {
+    local _n _i=0
+    while :; do
+        { read -r _n "$2" </sys/class/infiniband/rxe0/ports/1/state; } 2>/dev/null ||
+            printf -v "$2" none
+        [[ ${!2} != "$1" && $((_i++)) -lt 20 ]] || return 0
+        sleep 0.05
+    done
+}
+
 flap() {
-    local down up
+    local down up s_down s_up
     ip link set smv0 down
     down=${EPOCHREALTIME/,/.}
+    port_state DOWN s_down
     sleep_until $((${down/./} + $3))
     ip link set smv0 up
     up=${EPOCHREALTIME/,/.}
+    port_state ACTIVE s_up
     routes
     echo "fault $2 $down $up" >>"$1"
+    echo "port $2 $s_down $s_up" >>"$1"
 }
 
 # knob_known NAME: this build of syncmem has the setting UCX_SYNCMEM_NAME
@@ -322,8 +344,15 @@ run_row() {
         t_fault=${EPOCHREALTIME/,/.}
         case $sc in
             loss_1pct|loss_10pct)
+                r0=$(retrans)
                 loss "${sc//[^0-9]/}"; sleep "$LOSS_SECS"; heal
-                echo "fault 1 $t_fault ${EPOCHREALTIME/,/.}" >>"$log.faults" ;;
+                echo "fault 1 $t_fault ${EPOCHREALTIME/,/.}" >>"$log.faults"
+                r1=$(retrans)
+                if [[ $r0 == - || $r1 == - ]]; then
+                    echo "retrans 1 -" >>"$log.faults"
+                else
+                    echo "retrans 1 $((r1 - r0))" >>"$log.faults"
+                fi ;;
             flap_*|flaps_*)
                 # on a fixed schedule: the time ip and routes take comes
                 # out of the gaps, not on top of them
