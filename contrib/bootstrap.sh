@@ -7,8 +7,10 @@
 # Installs the build and test dependencies that are missing (Debian
 # packages: UCX development files and tools, rdma-core, googletest,
 # autotools, qemu for the test guest) and apt's deb-src entries (configure
-# fetches UCX's source package), generates and runs configure when there is
-# no Makefile yet, then builds. Safe to run again. For a UCX
+# fetches UCX's source package), generates configure, runs it, then builds.
+# Configure runs when there is no Makefile yet, and again whenever
+# CONFIGURE-ARGS are given; without them a configured tree keeps its
+# configuration (it says which). Safe to run again. For a UCX
 # installed in its own prefix: --with-ucx=PREFIX --with-ucx-src=DIR
 # (contrib/pkg/ucx-prefix.sh builds one).
 #
@@ -17,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 install=yes
 case "$1" in
-    -h|--help) sed -n '3,14s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
     --no-install) install=no; shift ;;
 esac
 
@@ -46,5 +48,12 @@ if [ "$install" = yes ]; then
 fi
 
 [ -x configure ] || ./autogen.sh
-[ -f Makefile ] || ./configure "$@"
+if [ ! -f Makefile ] || [ $# -gt 0 ]; then
+    ./configure "$@"
+else
+    # (config.status --config: the arguments configure last ran with)
+    args=$(./config.status --config 2>/dev/null) || args="(see config.log)"
+    echo "bootstrap.sh: keeping this tree's configuration (configure ran with: ${args:-no arguments});" \
+         "arguments given to bootstrap.sh run configure again with them" >&2
+fi
 make -j"$(nproc)"

@@ -8,8 +8,9 @@
  * release lives here, keyed on UCT_API from <uct/api/version.h>; the code
  * elsewhere uses these names and never tests a version itself.
  *
- * Tested: 1.13 (Debian 12), 1.18 (Debian 13), 1.16 and 1.22 (upstream, with
- * assertions); the others compile-checked. The release each change
+ * Which releases were built and tested, and how: README, Supported UCX
+ * releases (the table of contrib/harness/ucx-matrix.sh's results); those it
+ * does not list were only compiled against. The release each change
  * appeared in was read from UCX's release tags:
  *   1.14  md ops: query fills uct_md_attr_v2_t, mem_reg takes params,
  *         mem_attach (is_sockaddr_accessible stays until 1.16);

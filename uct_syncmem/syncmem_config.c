@@ -103,9 +103,11 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
 
     {"KEEPALIVE_INTERVAL", "10s",
      "How often the target side of each connection checks that the endpoint\n"
-     "at the other end still exists; after 3 checks without an answer it\n"
-     "releases the connection (its QP). This is what frees the connections\n"
-     "of peers that died. 'inf' disables it.",
+     "at the other end still exists, with an empty RDMA write. The first\n"
+     "write that fails (no acknowledgement after the RC retries,\n"
+     "RC_TIMEOUT * (RC_RETRY_COUNT + 1)) releases the connection (its QP).\n"
+     "This is what frees the connections of peers that died. 'inf' disables\n"
+     "it.",
      ucs_offsetof(uct_syncmem_iface_config_t, keepalive_interval),
      UCS_CONFIG_TYPE_TIME_UNITS},
 

@@ -472,6 +472,25 @@ def sweep_table(rows, runs):
     return table(header, out)
 
 
+# What a whole bench.sh run makes (bench.meta's sections)
+BENCH_SECTIONS = ["main", "callgrind", "rcache", "passive", "sweep"]
+
+
+def bench_extent(ran, res):
+    """'whole run', or 'partial run (what it lacked)': every section and
+    every main test, or not (--only, --no-sweep)."""
+    ran = ran if ran is not None else []
+    tests = {r["test"] for r in res} if res else set()
+    lacks = []
+    if "main" in ran and len(tests & set(TESTS)) < len(TESTS):
+        lacks.append("%d of %d main rows" % (len(tests & set(TESTS)),
+                                             len(TESTS)))
+    missing = [s for s in BENCH_SECTIONS if s not in ran]
+    if missing:
+        lacks.append("no " + ", ".join(missing))
+    return "partial run (%s)" % "; ".join(lacks) if lacks else "whole run"
+
+
 def bench_blocks(d):
     """({'bench tables': text, 'bench summary': text}, [what failed]) from
     DIR: the blocks there are rows for, and the sections and cells that
@@ -542,9 +561,11 @@ def bench_blocks(d):
         parts.append("#### Message-size sweep\n\n"
                      "Put zcopy bandwidth and put bcopy latency; `ib_verbs` is "
                      "`ib_write_bw`/`ib_write_lat`.\n\n" + sweep_table(sweep, runs))
-    # the head line, once the cells are known: what a mark means, how many
-    # cells no run measured
-    run = ["medians of %s runs" % reps] if reps else []
+    # the head line, once the cells are known: whole or partial, what a
+    # mark means, how many cells no run measured
+    run = [bench_extent(ran, res)]
+    if reps:
+        run.append("medians of %s runs" % reps)
     if runs.partial:
         run.append("a cell marked (K of N): the median of the K of its N runs "
                    "that gave a number")
@@ -578,7 +599,10 @@ def faults_blocks(d):
         return {}, ["faults.csv has no rows"]
     meta = read_meta(os.path.join(d, "faults.meta"))
     if meta.get("kind"):
-        meta["run"] = "%s run" % meta["kind"]
+        # the full run is the whole bench; --quick and --soak are parts
+        meta["run"] = ("whole run" if meta["kind"] == "full" else
+                       "partial run (%s)" % ("--quick" if meta["kind"] == "quick"
+                                             else "--soak"))
     notes = read_notes(os.path.join(d, "faults.notes"))
     cols = [c for c in FAULT_COLUMNS if rows and c in rows[0]]
     header = cols + (["verdict"] if notes else [])
