@@ -35,3 +35,4 @@ else
 fi
 echo "apt-deb-src.sh: added deb-src entries; apt-get update" >&2
 $sudo apt-get update -qq || die "apt-get update failed"
+# SPDX-License-Identifier: BSD-3-Clause

@@ -6,6 +6,7 @@
 #
 # usage: apt-install.sh PACKAGE...
 #
+# SPDX-License-Identifier: BSD-3-Clause
 case "$1" in
     -h|--help|"") sed -n '3,7s/^# \{0,1\}//p' "$0"; exit 0 ;;
 esac

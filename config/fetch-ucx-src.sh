@@ -59,3 +59,4 @@ srcdir=$(cd "$tmp" && ls -d "ucx-$version" "ucx-$version"+* 2>/dev/null | head -
 [ -n "$srcdir" ] || die "source package did not unpack to ucx-$version"
 mv "$tmp/$srcdir" "$dest"
 echo "fetch-ucx-src.sh: UCX $debver source in $dest"
+# SPDX-License-Identifier: BSD-3-Clause

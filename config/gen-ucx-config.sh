@@ -8,6 +8,7 @@
 #
 # usage: gen-ucx-config.sh UCX_INFO
 #
+# SPDX-License-Identifier: BSD-3-Clause
 set -e
 ucx_info=${1:?usage: gen-ucx-config.sh UCX_INFO}
 defs=$("$ucx_info" -b) || {

@@ -442,3 +442,4 @@ for f in $markdown; do
 done
 IFS=$ifs
 exit $rc
+# SPDX-License-Identifier: BSD-3-Clause

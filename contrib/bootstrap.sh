@@ -57,3 +57,4 @@ else
          "arguments given to bootstrap.sh run configure again with them" >&2
 fi
 make -j"$(nproc)"
+# SPDX-License-Identifier: BSD-3-Clause

@@ -10,6 +10,7 @@
 # program), and the two-host wire tests (another boot; they cover the
 # same code under packet loss).
 #
+# SPDX-License-Identifier: BSD-3-Clause
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 status=0

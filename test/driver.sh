@@ -10,6 +10,7 @@
 #
 # (Makefile.am: TEST_LOG_DRIVER; the arguments are test-driver's.)
 #
+# SPDX-License-Identifier: BSD-3-Clause
 log= trs= name=
 for a; do
     case $prev in

@@ -39,3 +39,4 @@ tr -d '\r' <"${1:-/dev/stdin}" | awk '
                 zero > "/dev/stderr"; exit 1
         }
     }'
+# SPDX-License-Identifier: BSD-3-Clause

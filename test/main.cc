@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // googletest entry point shared by the host and guest test programs.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // Run a command with the module loaded the documented way (syncmem-run).
 #ifndef SYNCMEM_TEST_RUN_H_
 #define SYNCMEM_TEST_RUN_H_

@@ -12,6 +12,7 @@
 # (definite ones only) but do not fail the run, since UCX keeps some of its
 # own allocations until exit.
 #
+# SPDX-License-Identifier: BSD-3-Clause
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 filter=${1:-'syncmem_rma_test.put_short_lands:syncmem_rma_test.get_bcopy_sizes:syncmem_am_test.short_every_size_in_order:syncmem_am_test.handler_keeps_descriptors:syncmem_bounds_test.forged_rkey:syncmem_fault_test.reconnect_after_qp_error_loses_nothing'}

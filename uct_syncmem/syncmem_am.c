@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - active messages: RC send/receive through a shared receive
  * queue per iface.

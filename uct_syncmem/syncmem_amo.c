@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - remote atomics: the whole UCT set, 32 and 64 bit.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - the connection handshake's messages and tables, shared by the
  * part that decides (syncmem_cm_msg.c: no verbs calls, fuzzed on any

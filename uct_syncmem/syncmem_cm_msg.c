@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - the handshake's decisions: which messages to believe, and the
  * table of passive connections (see syncmem_cm.c for the protocol).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - the transport's settings (UCX_SYNCMEM_*): the iface
  * configuration table, kept apart from the iface code that reads it. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - GPU (CUDA) memory: detection and registration through dma-buf.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - the part of the CUDA driver API that syncmem_cuda.c calls, and
  * the arithmetic of a CUDA registration.

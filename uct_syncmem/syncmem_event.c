@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - events: a file descriptor that becomes readable when the iface
  * has work, so a waiting process (UCP_FEATURE_WAKEUP) uses no CPU.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - the device's asynchronous events (ibv_get_async_event): a port
  * that goes down or comes back tells the endpoints on it at once, instead

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - reliable-connected QPs: creation, connection, address handles.
  *

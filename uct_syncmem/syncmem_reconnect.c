@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - reconnect: an RC QP that the link broke (UCX_SYNCMEM_RECONNECT)
  * is replaced, or resumed, instead of failing the endpoint.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - the replay ring: every request as it was posted, kept until it
  * completes (uct_syncmem_replay_t, written by the operation: syncmem_tx.inl),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - put and get: RDMA write and read on the endpoint's RC QP.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - the send fast path shared by every operation: resource checks,
  * posting with selective signalling, bounce buffers and completion ops.

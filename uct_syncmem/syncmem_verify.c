@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - consistency check (UCX_SYNCMEM_VERIFY=crc): CRC32C on active
  * messages, read-back of puts.

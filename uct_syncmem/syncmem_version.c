@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - the module UCX loads: which UCX are we in, then the transport.
  *

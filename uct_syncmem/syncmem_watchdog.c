@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem - the watchdog: operation deadlines (UCX_SYNCMEM_OP_TIMEOUT) and
  * stalled QPs (UCX_SYNCMEM_RC_STALL_TIMEOUT). An async timer, every quarter

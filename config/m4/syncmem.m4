@@ -1,3 +1,4 @@
+dnl SPDX-License-Identifier: BSD-3-Clause
 #
 # Checks for the libraries syncmem builds against.
 #

@@ -16,6 +16,7 @@
 # rdma-core provider, e.g. librxe, and libc).
 # Writes OUTDIR/callgrind.csv (default bench-results).
 #
+# SPDX-License-Identifier: BSD-3-Clause
 set -e
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:-$top/bench-results}

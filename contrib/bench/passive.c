@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * passive: the passive-target atomics bench (contrib/bench.sh, section
  * 'passive'). The target process computes and enters UCX only between

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * passive.h: what the three passive-target benches share (contrib/bench/passive.c
  * in UCP, passive_mpi.c, passive_shmem.c): the operations, the target's

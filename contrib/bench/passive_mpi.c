@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * passive_mpi: the passive-target bench (contrib/bench/passive.c) in one-sided
  * MPI (contrib/bench.sh, section 'passive'). Rank 0, the origin, does

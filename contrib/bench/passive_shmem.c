@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * passive_shmem: the passive-target bench (contrib/bench/passive.c) in
  * OpenSHMEM (contrib/bench.sh, section 'passive'). PE 0, the origin, does

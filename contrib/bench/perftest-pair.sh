@@ -116,3 +116,4 @@ if [ $crc -ne 0 ] || [ $src -ne 0 ] ||
     cat "$tmp/server" >&2
     exit 1
 fi
+# SPDX-License-Identifier: BSD-3-Clause

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * regcost: what one memory registration costs on a syncmem memory domain,
  * with the registration cache off (every mem_reg registers: pinning and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """tables.py: the numbers of the bench scripts, as tables.
 
 contrib/bench.sh and contrib/harness/faults.sh measure and write CSV files into a

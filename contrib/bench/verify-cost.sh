@@ -33,3 +33,4 @@ while [ $i -lt "$reps" ]; do
     done
     i=$((i + 1))
 done
+# SPDX-License-Identifier: BSD-3-Clause

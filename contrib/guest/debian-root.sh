@@ -10,6 +10,7 @@
 # cached root is used only if its stamp (written last) matches and
 # 'chroot ROOT ucx_info -v' works; otherwise it is built again.  Prints the
 # root's path on stdout.  See --help.
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 
 prog=debian-root.sh

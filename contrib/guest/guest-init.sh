@@ -6,6 +6,7 @@
 # /.guest is the host's control directory: mode, env, cmd; we write
 # "started" and "status" there.  Sets up Soft-RoCE, runs the command, powers
 # off.  PID 1 must never exit (kernel panic), hence the trap.
+# SPDX-License-Identifier: BSD-3-Clause
 ctl=/.guest bb=busybox
 status=125
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin

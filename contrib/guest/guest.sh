@@ -7,6 +7,7 @@
 # guest can write), share the build tree read-write at the same absolute path,
 # load rdma_rxe and run COMMAND there.  The guest-side setup lives in
 # contrib/guest/guest-init.sh.  See --help.
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 
 prog=guest

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * faults: a stream of verified UCP operations between two processes, for
  * the fault bench (contrib/harness/faults.sh), which breaks the wire under it.

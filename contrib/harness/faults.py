@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """faults.py: the fault bench's numbers and verdicts (contrib/harness/faults.sh).
 
 faults.sh runs the processes and breaks the wire; this reads what they

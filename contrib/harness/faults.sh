@@ -65,6 +65,7 @@
 # for has no verdict, 2 on a bad option or when no row matches (before the
 # guest boots), 0 otherwise. Needs 'make' first, and python3.
 #
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 top=$(pwd)

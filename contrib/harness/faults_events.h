@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * faults_events.h: syncmem's reconnects as the fault bench's processes see
  * them (contrib/harness/faults.c, faults_mpi.c), one machine-readable line

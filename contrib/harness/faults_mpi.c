@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * faults_mpi: MPI one-sided operations under a fault (contrib/harness/faults.sh,
  * the mpi_* rows). Two ranks; rank 0 puts and fetch-adds into rank 1's

@@ -124,3 +124,4 @@ for t in $targets; do
     fi
 done
 exit $status
+# SPDX-License-Identifier: BSD-3-Clause

@@ -11,6 +11,7 @@
 # one that did not finish (a guest that did not boot or timed out, a crash,
 # a missing gtest summary) or that ran no test (a gtest filter that selected
 # none: '0 tests ran') counts as a failure; test/verdicts.test shows it.
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 
 prog=ucx-matrix.sh

@@ -42,3 +42,4 @@ git clone -q . "$out/syncmem"
 changes=$(ls "$out"/*.changes)
 lintian --fail-on error,warning "$changes" >&2
 ls "$out"/uct-syncmem_*.deb
+# SPDX-License-Identifier: BSD-3-Clause

@@ -24,6 +24,7 @@
 #   --rebuild     build again even if the cached prefix is good
 #   -h, --help    this text
 #
+# SPDX-License-Identifier: BSD-3-Clause
 set -e
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${SYNCMEM_CACHE:-/var/cache/syncmem}

@@ -31,3 +31,4 @@ if [ -z "$v" ]; then
     exit 1
 fi
 echo "$v"
+# SPDX-License-Identifier: BSD-3-Clause

@@ -16,6 +16,7 @@
 # show; UCX 1.13 has no way to skip that file). Fails if
 # ucx_info lists no UCX_SYNCMEM_* setting (the module did not load).
 #
+# SPDX-License-Identifier: BSD-3-Clause
 set -e
 case "$1" in -h|--help) sed -n '3,17s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 run=${1:?usage: gen-manpage.sh SYNCMEM-RUN < TEMPLATE > MANPAGE}

@@ -320,3 +320,4 @@ if [ "$failures" -eq 0 ]; then
 fi
 echo "syncmem check: $failures of $checks checks failed"
 exit 1
+# SPDX-License-Identifier: BSD-3-Clause

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * syncmem-loopback: what 'syncmem-run --check' asks of the module on one
  * port, through UCT's public API only: that UCX lists the syncmem

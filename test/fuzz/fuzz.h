@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Helpers shared by the fuzz targets (libFuzzer; contrib/harness/fuzz.sh builds
  * and runs them). Each target links the transport's real objects.

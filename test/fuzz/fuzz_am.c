@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Receiving active messages (uct_syncmem_rx_handle, syncmem_am.c, and the
  * replay filter of syncmem_am.c): any completion a peer's QP can cause,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The connection handshake (syncmem_cm_msg.c): what an iface does with any
  * sequence of UD messages from anyone, interleaved with what its own

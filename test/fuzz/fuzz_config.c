@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX_SYNCMEM_* values (the iface and memory domain tables), as a user or
  * a job launcher sets them: one variable of the table chosen by the first

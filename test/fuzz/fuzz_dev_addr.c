@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device addresses from peers (syncmem_addr.c): unpack, reachability and
  * "is this my port". Whatever the bytes, the answer is an error or a port

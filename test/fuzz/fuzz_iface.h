@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A syncmem iface as far as the handshake's decisions and the receive path
  * need one, with no device behind it: its ids and port, lists, tables, a

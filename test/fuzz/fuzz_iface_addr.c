@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What an endpoint connects to: syncmem endpoints connect to an iface
  * (UCT_IFACE_FLAG_CONNECT_TO_IFACE; there is no endpoint address,

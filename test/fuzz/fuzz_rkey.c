@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Remote keys from peers, through UCT's own entry point (uct_rkey_unpack
  * into the syncmem component, syncmem_md.c). The key buffer is exactly the

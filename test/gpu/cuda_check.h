@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test/gpu/cuda_dmabuf: what its two files share. cuda_dmabuf.c has main(),
  * the driver checks and the UCT checks; cuda_ucp.c the UCP check. Built

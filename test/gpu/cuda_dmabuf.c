@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * GPU check of syncmem's CUDA memory path (test/gpu/run.sh runs it). With a
  * GPU, the driver checks; with an RDMA port too (argument or SYNCMEM_DEV,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test/gpu/cuda_reg: syncmem's CUDA registration path (syncmem_cuda.c) on
  * a GPU machine, with the HCA replaced by reg_stub.c: what it hands to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test/gpu/cuda_reg: syncmem_cuda.c on a GPU machine with no HCA.
  *

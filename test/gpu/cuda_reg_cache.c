@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test/gpu/cuda_reg: the life of syncmem's CUDA registrations. Buffers
  * freed while registered or while cached unused, and allocated again at

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test/gpu/cuda_reg: what each kind of CUDA memory is registered as.
  * Buffers of cuMemAlloc of every size, parts of one, access, a thread with

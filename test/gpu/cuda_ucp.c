@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The UCP check of test/gpu/cuda_dmabuf (cuda_dmabuf.c says what it checks
  * and runs it): tag send/recv, put and get between CUDA buffers, 8 B .. 64

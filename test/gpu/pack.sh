@@ -9,6 +9,7 @@
 #
 # usage: test/gpu/pack.sh DIR     (e.g. .gpu-carry, which git ignores)
 #
+# SPDX-License-Identifier: BSD-3-Clause
 case "${1:-}" in
     -h|--help) sed -n '3,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
     '') sed -n '10s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The three verbs calls of syncmem_md.c that syncmem_cuda.c makes,
  * replaced at link time for test/gpu/cuda_reg, which has no HCA.

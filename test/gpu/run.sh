@@ -20,6 +20,7 @@
 # when no data could move (a SKIP line says why). CUDA_HOME: the toolkit's
 # headers and stub libcuda (default /usr/local/cuda). SYNCMEM_TEST_WAIT_S:
 # the bound of each wait, in seconds (default 60).
+# SPDX-License-Identifier: BSD-3-Clause
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cuda=${CUDA_HOME:-/usr/local/cuda}
 dev=${1:-$SYNCMEM_DEV}

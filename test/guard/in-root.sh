@@ -7,6 +7,7 @@
 # /sys and /dev from this system, the given directories bind-mounted at
 # their own paths, and this system's resolv.conf.  The mounts are undone on
 # exit (and vanish with the namespace anyway).  See --help.
+# SPDX-License-Identifier: BSD-3-Clause
 set -euo pipefail
 
 prog=in-root.sh

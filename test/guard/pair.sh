@@ -77,3 +77,4 @@ if [ $crc -ne 0 ] || [ $src -ne 0 ] || ! grep -q '^Final:' "$tmp/client"; then
     echo "pair.sh: client exit $crc, server exit $src" >&2
     exit 1
 fi
+# SPDX-License-Identifier: BSD-3-Clause

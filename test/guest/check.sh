@@ -10,6 +10,7 @@
 #
 # Needs the one-host guest (rxe0 on the dummy netdev syncmem0).
 #
+# SPDX-License-Identifier: BSD-3-Clause
 top=$(cd "$(dirname "$0")/../.." && pwd)
 run=${1:-$top/contrib/tools/syncmem-run}
 dev=${SYNCMEM_DEV0:?SYNCMEM_DEV0 is not set: run in the guest}

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cm_flood: another process on the fabric that floods an iface's
  * handshake QP (test/guest/test_flood.cc starts it).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The device test program. With --syncmem-peer it is instead a peer
 // process for tests that need one they can kill (test_peer.cc).
 #include "syncmem_test.h"

@@ -10,6 +10,7 @@
 #   contrib/guest/guest.sh -- test/guest/package-smoke.sh \
 #       build-deb/uct-syncmem_*.deb
 #
+# SPDX-License-Identifier: BSD-3-Clause
 top=$(cd "$(dirname "$0")/../.." && pwd)
 deb=${1:?usage: package-smoke.sh PACKAGE.deb}
 dev=${SYNCMEM_DEV0:?SYNCMEM_DEV0 is not set: run in the guest}

@@ -4,6 +4,7 @@
 # completion with a server and a client process. Exits non-zero if any
 # fails, printing both sides' output.
 #
+# SPDX-License-Identifier: BSD-3-Clause
 top=$(cd "$(dirname "$0")/../.." && pwd)
 dev=${SYNCMEM_DEV0:?SYNCMEM_DEV0 is not set: run through test/guest.test}
 failed=0

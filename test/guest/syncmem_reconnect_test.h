@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // Fixture of the reconnect tests (test_reconnect.cc, test_reconnect_order.cc):
 // one endpoint, a workload of every kind and size class of operation (post,
 // post_some), QP failures forced (uct_syncmem_ep_inject_qp_error, like a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // Fixture for one-sided tests: a sender iface, a receiver iface, an
 // endpoint between them, and registered buffers with unpacked rkeys.
 #ifndef SYNCMEM_TEST_RMA_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // Helpers for tests on a real verbs device (inside the guest, or on a host
 // with an HCA). The device comes from SYNCMEM_DEV0, which
 // contrib/guest/guest.sh sets (e.g. "rxe0:1").

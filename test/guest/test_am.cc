@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Active messages over RC send/receive and the shared receive queue.
 #include "syncmem_test.h"
 

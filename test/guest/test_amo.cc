@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Remote atomics: native (64-bit add, cswap) and emulated by CAS (the rest,
 // and everything 32-bit), checked against a reference on real rxe.
 #include "syncmem_rma_test.h"

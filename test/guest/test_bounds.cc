@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Remote access bounds: a peer cannot read, write or atomically modify
 // memory outside a registered region, or with a forged or revoked rkey.
 // Each attempt fails on its own endpoint (error handler called for it

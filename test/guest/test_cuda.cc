@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Memory types and dma-buf registration (uct_syncmem/syncmem_cuda.c and the
 // dma-buf path of syncmem_md.c) on a machine without a GPU.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Devices, memory domain and interface on a real verbs device.
 #include "syncmem_test.h"
 

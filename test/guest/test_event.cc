@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Event fd and arm: a process can sleep until its iface has work.
 #include "syncmem_test.h"
 

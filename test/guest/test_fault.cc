@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fault recovery on one host (syncmem_reconnect.c, syncmem_replay.c): flush with cancel in every
 // state, reconnect after a QP error, operation deadlines. Across a wire
 // (packet loss, a dead link) see test_wire.cc.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A flood of handshake messages from another process (test/guest/cm_flood:
 // garbage, messages for another iface, damaged addresses and well-formed
 // requests for connections nobody holds) while the iface serves real peers:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Peer failure: the process at the other end dies mid-transfer.
 #include "syncmem_test.h"
 

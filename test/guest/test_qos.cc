@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Partition and quality of service: UCX_SYNCMEM_PKEY, _SL, _TRAFFIC_CLASS.
 // The traffic class is checked on the wire: RoCE v2 packets captured with
 // tcpdump on the netdev of the two-host guest must carry it as their IP

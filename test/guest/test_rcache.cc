@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The registration cache (uct_syncmem/syncmem_rcache.c) on a real device:
 // hits, LRU limits, merging, alignment, and above all that memory unmapped
 // and mapped again at the same address never gets the old registration.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reconnect and resume (syncmem_reconnect.c) on one host, with the QP
 // failures forced at chosen moments: a second failure right after a resume,
 // with every kind and size class of operation in flight, then every byte

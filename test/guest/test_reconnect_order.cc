@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Order across a reconnect (syncmem_reconnect.c: "Completions still come in
 // request order: ordering, fences and flush mean what they meant before"),
 // on one host, with the QP failures forced: completions in posting order, a

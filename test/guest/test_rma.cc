@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Put, get, flush and pending on real RC QPs between two ifaces.
 #include "syncmem_rma_test.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The installed UCX's own tools see the module when loaded as documented.
 #include "syncmem_test.h"
 #include "test/syncmem_run.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The consistency check (UCX_SYNCMEM_VERIFY=crc, uct_syncmem/syncmem_verify.c)
 // and the advice in work completion errors (syncmem_qp.c), on a real device.
 // Corruption is injected with VERIFY_INJECT, which flips a byte on the

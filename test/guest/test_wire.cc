@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Across a (virtual) wire: rxe0 and rxe1 on the two ends of a veth pair
 // (contrib/guest/guest.sh --two-hosts), where tc netem can lose packets.
 #include "syncmem_test.h"

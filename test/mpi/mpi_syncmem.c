@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * An MPI program for Open MPI and MPICH over UCX with UCX_TLS=syncmem: point to
  * point of many sizes, nonblocking collectives, and one-sided put, get,

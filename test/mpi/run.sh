@@ -7,6 +7,7 @@
 # In the two-host guest each rank takes its own device (rxe0, rxe1), so
 # traffic crosses the veth.
 #
+# SPDX-License-Identifier: BSD-3-Clause
 top=$(cd "$(dirname "$0")/../.." && pwd)
 dev0=${SYNCMEM_DEV0:?SYNCMEM_DEV0 is not set: run through test/guest.test}
 dev1=${SYNCMEM_DEV1:-$dev0}

@@ -8,6 +8,7 @@
 # --mca osc ^rdma: Debian 12's OSHMEM crashes at finalize with the rdma
 # one-sided component.
 #
+# SPDX-License-Identifier: BSD-3-Clause
 top=$(cd "$(dirname "$0")/../.." && pwd)
 dev=${SYNCMEM_DEV0:?SYNCMEM_DEV0 is not set: run through test/guest.test}
 preload=$("$top/contrib/tools/syncmem-run" --print)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * OpenSHMEM over syncmem (Open MPI's OSHMEM, spml ucx, UCX_TLS=syncmem):
  * puts, gets, the 64- and 32-bit atomics including the bitwise ones, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Compiled in C with exactly the flags of the module, so the sizes are the
  * ones the module was built with; test_abi.cc compares them with what the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Sizes of the UCX structs syncmem embeds or fills, as compiled here. */
 #ifndef SYNCMEM_TEST_ABI_SIZES_H_
 #define SYNCMEM_TEST_ABI_SIZES_H_

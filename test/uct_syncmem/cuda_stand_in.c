@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A stand-in for the CUDA driver (built as libcuda.so.1, loaded by path by
  * test_cuda_load.cc only): a driver with no GPU that counts cuInit(), so

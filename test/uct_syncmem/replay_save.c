@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The ring entry writers of the fast path (syncmem_tx.inl, inline C) made
  * callable from test_replay.cc, compiled with the module's own flags.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #ifndef SYNCMEM_TEST_REPLAY_SAVE_H_
 #define SYNCMEM_TEST_REPLAY_SAVE_H_
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The module's view of UCX's structs matches the installed UCX libraries.
 //
 // The module embeds UCX-internal structs; if it was compiled with headers or

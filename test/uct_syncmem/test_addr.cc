@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Address packing and reachability rules (uct_syncmem/syncmem_addr.c).
 #include <gtest/gtest.h>
 

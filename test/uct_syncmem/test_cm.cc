@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The handshake's decisions (uct_syncmem/syncmem_cm_msg.c): which messages
 // are believed, and the cap on half-open connections. No device: an iface
 // with only what the decisions read (test/fuzz/fuzz_cm.c drives the same

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The UCX_SYNCMEM_* configuration table (uct_syncmem/syncmem_iface.c).
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // CRC32C of the consistency check (uct_syncmem/syncmem_verify.c): known
 // values, chaining, and the SSE4.2 path against the table-driven one.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // syncmem_cuda.h copies the few CUDA driver API values the module uses, so
 // that it builds and loads without CUDA; where cuda.h is installed, they
 // must match it.

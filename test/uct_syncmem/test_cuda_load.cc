@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // When syncmem_cuda.c starts using the CUDA driver: only once the process
 // has loaded it itself. A process that never loads it never runs cuInit()
 // (CUDA then works in its fork() children), and host registrations cost it

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What a CUDA allocation is registered as (uct_syncmem_cuda_span): the
 // page-aligned export around it, the allocation itself inside that dma-buf.
 // The placements are those cuMemAlloc gave on an H200 (driver 580, CUDA 13):

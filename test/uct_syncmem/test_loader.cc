@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The UCX libraries actually loaded at run time are the ones configure
 // chose (UCX_LIBDIR): a build against a UCX in its own prefix
 // (--with-ucx=PREFIX) that silently runs on the system's UCX, or mixes the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Component and memory domain behaviour that needs no device.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The reconnect state machine (uct_syncmem/syncmem_reconnect.c): every
 // state and event, against the transition table in that file's header.
 // Pure: no device, no endpoint.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The replay ring's entries (syncmem_tx.inl, syncmem_replay.c): what the
 // fast path keeps of each request is what a reconnect or the doorbell
 // needs to post it again, and the PSNs a reconnect counts back match the

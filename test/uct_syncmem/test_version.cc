@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The version guard: the module registers only inside the UCX release it
 // was compiled against (uct_syncmem/syncmem_version.c). A mismatch is
 // tested against a real other release in test/guard.test.

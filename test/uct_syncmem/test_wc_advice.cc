@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Error messages with advice (uct_syncmem/syncmem_qp.c): every work
 // completion status has a line, and every setting it names exists.
 #include <gtest/gtest.h>
