@@ -20,16 +20,34 @@ export LSAN_OPTIONS="suppressions=$top/test/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export UCX_HANDLE_ERRORS=none   # ASan reports; UCX's handler would hide it
 
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+# ran WHAT CMD...: run CMD, its output shown; a failure, or a gtest run
+# that selected nothing or was cut short (test/gtest-ran.sh), fails WHAT
+ran() {
+    what=$1; shift
+    rc=0
+    "$@" >"$out" 2>&1 || rc=$?
+    cat "$out"
+    if [ $rc -ne 0 ]; then
+        echo "asan: FAIL: $what (exit $rc)"; status=1
+    elif ! n=$(test/gtest-ran.sh "$out"); then
+        echo "asan: FAIL: $what: no gtest ran (see above)"; status=1
+    else
+        echo "asan: $what: $n gtests ran"
+    fi
+}
+
 t0=$(date +%s)
 echo "asan: host unit tests"
-test/unit_test --gtest_filter='-loader.*:version.registered_in_matching_ucx:md.no_rdma_device_message' ||
-    { echo "asan: FAIL: host unit tests"; status=1; }
+ran "host unit tests" test/unit_test \
+    --gtest_filter='-loader.*:version.registered_in_matching_ucx:md.no_rdma_device_message'
 
 echo "asan: device gtests in the guest (kernel ${SYNCMEM_GUEST_KERNEL:-6.1})"
-contrib/guest/guest.sh -- env ASAN_OPTIONS="$ASAN_OPTIONS" LSAN_OPTIONS="$LSAN_OPTIONS" \
-    UBSAN_OPTIONS="$UBSAN_OPTIONS" UCX_HANDLE_ERRORS=none \
-    test/guest_test --gtest_filter="${SYNCMEM_ASAN_FILTER:--syncmem_wire_test.*:syncmem_wire_qos_test.*:syncmem_test.ucx_info_*:syncmem_test.ucp_honours_net_devices:syncmem_test.host_memory_only_without_cuda}" ||
-    { echo "asan: FAIL: device gtests"; status=1; }
+ran "device gtests" contrib/guest/guest.sh -- env ASAN_OPTIONS="$ASAN_OPTIONS" \
+    LSAN_OPTIONS="$LSAN_OPTIONS" UBSAN_OPTIONS="$UBSAN_OPTIONS" UCX_HANDLE_ERRORS=none \
+    test/guest_test --gtest_filter="${SYNCMEM_ASAN_FILTER:--syncmem_wire_test.*:syncmem_wire_qos_test.*:syncmem_test.ucx_info_*:syncmem_test.ucp_honours_net_devices:syncmem_test.host_memory_only_without_cuda}"
 
 echo "asan: done in $(( $(date +%s) - t0 )) s, status $status"
 exit $status

@@ -17,8 +17,16 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 filter=${1:-'syncmem_rma_test.put_short_lands:syncmem_rma_test.get_bcopy_sizes:syncmem_am_test.short_every_size_in_order:syncmem_am_test.handler_keeps_descriptors:syncmem_bounds_test.forged_rkey:syncmem_fault_test.reconnect_after_qp_error_loses_nothing'}
 
-exec contrib/guest/guest.sh --timeout 3600 -- env UCX_HANDLE_ERRORS=none \
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+rc=0
+contrib/guest/guest.sh --timeout 3600 -- env UCX_HANDLE_ERRORS=none \
     ./libtool --mode=execute valgrind --tool=memcheck --error-exitcode=1 \
         --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=none \
         --track-origins=yes --num-callers=30 \
-        test/guest_test --gtest_filter="$filter"
+        test/guest_test --gtest_filter="$filter" >"$out" 2>&1 || rc=$?
+cat "$out"
+[ $rc -eq 0 ] || exit $rc
+# a filter that selected nothing, or a run cut short, is no pass
+n=$(test/gtest-ran.sh "$out") || exit 1
+echo "valgrind.sh: $n gtests ran under memcheck, no error"
