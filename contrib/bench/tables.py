@@ -9,6 +9,8 @@ this does the arithmetic. Python 3, standard library only.
 
   contrib/bench/tables.py bench  DIR [--markdown FILE]...   bench.sh's tables
   contrib/bench/tables.py faults DIR [--markdown FILE]...   faults.sh's table
+  contrib/bench/tables.py check  DIR [--markdown FILE]...   check-example.sh's
+      'syncmem-run --check' output (check.out, check.meta)
   contrib/bench/tables.py callgrind DIR                     callgrind.sh's tables
   contrib/bench/tables.py callgrind-count FILE FUNCTION OBJECT
       "CALLS TOTAL OWN" of one callgrind output file (callgrind.sh's row)
@@ -619,6 +621,34 @@ def faults_blocks(d):
             table(header, out)}, []
 
 
+# --- check-example.sh ---------------------------------------------------------
+
+def check_blocks(d):
+    """({'check example': text}, [what failed]) from DIR/check.out: the
+    check's output with the lines that passed on the port left out (one
+    '  ...' where they were), the memory lock's kept."""
+    path = os.path.join(d, "check.out")
+    if not os.path.exists(path):
+        return {}, []
+    with open(path) as f:
+        lines = f.read().rstrip("\n").split("\n")
+    if not any(line.startswith("syncmem check: ") for line in lines):
+        return {}, ["check.out has no 'syncmem check:' summary line"]
+    out, section = [], ""
+    for line in lines:
+        if line and not line.startswith(" "):
+            section = line
+        if line.startswith("  ok    ") and section != "memlock":
+            if out[-1:] != ["  ..."]:
+                out.append("  ...")
+            continue
+        out.append(line)
+    meta = read_meta(os.path.join(d, "check.meta"))
+    meta["run"] = "whole run"
+    return {"check example": stamp(meta, "contrib/bench/check-example.sh") +
+            "\n```\n" + "\n".join(out) + "\n```\n"}, []
+
+
 # --- output -----------------------------------------------------------------
 
 BEGIN = re.compile(r"^<!-- BEGIN generated: (.+?) -->\s*$")
@@ -652,7 +682,8 @@ def markers(text):
 
 
 # The blocks of each kind (a marker of another kind is not this run's)
-KINDS = {"bench": ["bench tables", "bench summary"], "faults": ["faults table"]}
+KINDS = {"bench": ["bench tables", "bench summary"], "faults": ["faults table"],
+         "check": ["check example"]}
 
 
 def write_markdown(path, kind, blocks):
@@ -711,7 +742,7 @@ def main(argv):
                          % tuple(callgrind_tables(rows, runs)))
         return failed(["%s: %s" % kv for kv in runs.failed.items()])
     if len(argv) < 3 or argv[1] not in KINDS:
-        print("usage: tables.py bench|faults DIR [--markdown FILE]... (--help)",
+        print("usage: tables.py bench|faults|check DIR [--markdown FILE]... (--help)",
               file=sys.stderr)
         return 2
     kind, d, files = argv[1], argv[2], []
@@ -723,7 +754,8 @@ def main(argv):
         else:
             print("tables.py: unknown argument %s" % rest[0], file=sys.stderr)
             return 2
-    blocks, errors = bench_blocks(d) if kind == "bench" else faults_blocks(d)
+    blocks, errors = {"bench": bench_blocks, "faults": faults_blocks,
+                      "check": check_blocks}[kind](d)
     if not blocks and not errors:
         print("tables.py: no %s results in %s" % (kind, d), file=sys.stderr)
         return 1
