@@ -625,14 +625,15 @@ def faults_blocks(d):
 
 def check_blocks(d):
     """({'check example': text}, [what failed]) from DIR/check.out: the
-    check's output with the lines that passed on the port left out (one
-    '  ...' where they were), the memory lock's kept."""
+    check's output with the lines that passed left out (one '  ...' where
+    they were), but the memory lock's."""
     path = os.path.join(d, "check.out")
     if not os.path.exists(path):
         return {}, []
     with open(path) as f:
         lines = f.read().rstrip("\n").split("\n")
-    if not any(line.startswith("syncmem check: ") for line in lines):
+    if not any(re.match(r"syncmem check: (all \d+ checks passed|"
+                        r"\d+ of \d+ checks failed)$", line) for line in lines):
         return {}, ["check.out has no 'syncmem check:' summary line"]
     out, section = [], ""
     for line in lines:
