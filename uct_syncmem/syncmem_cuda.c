@@ -282,7 +282,7 @@ static int uct_syncmem_cuda_process_has_it(void)
 }
 
 /* Whether the driver is in use: once the process itself has loaded it. */
-static int uct_syncmem_cuda_loaded(void)
+int uct_syncmem_cuda_in_use(void)
 {
     int state = __atomic_load_n(&uct_syncmem_cuda.state, __ATOMIC_ACQUIRE);
 
@@ -295,11 +295,6 @@ static int uct_syncmem_cuda_loaded(void)
     }
     pthread_once(&uct_syncmem_cuda_once, uct_syncmem_cuda_load);
     return uct_syncmem_cuda.state == UCT_SYNCMEM_CUDA_LOADED;
-}
-
-int uct_syncmem_cuda_in_use(void)
-{
-    return uct_syncmem_cuda_loaded();
 }
 
 /* What the driver knows about address: 0 if it is not CUDA device memory. */
@@ -328,7 +323,7 @@ static int uct_syncmem_cuda_query(const void *address,
     /* unlike cuPointerGetAttribute, this one answers "not CUDA memory" for
      * host pointers with success and zeroed attributes, and needs no
      * current context */
-    if (!uct_syncmem_cuda_loaded() ||
+    if (!uct_syncmem_cuda_in_use() ||
         (uct_syncmem_cuda.pointer_get_attributes(
                  ucs_static_array_size(attributes), attributes, data,
                  (uintptr_t)address) != UCT_SYNCMEM_CU_SUCCESS) ||
@@ -349,26 +344,6 @@ int uct_syncmem_cuda_owns(const void *address)
     uct_syncmem_cuda_buf_t buf;
 
     return uct_syncmem_cuda_query(address, &buf);
-}
-
-ucs_status_t uct_syncmem_cuda_span(uintptr_t address, size_t length,
-                                   uintptr_t start, size_t size, size_t page,
-                                   uct_syncmem_cuda_span_t *span)
-{
-    if ((length == 0) || (size == 0) || (address < start) ||
-        (address + length < address) || (start + size < start) ||
-        (start + size > UINTPTR_MAX - page) ||
-        (address + length > start + size)) {
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    span->export_base   = ucs_align_down_pow2(start, page);
-    span->export_length = ucs_align_up_pow2(start + size, page) -
-                          span->export_base;
-    span->offset        = start - span->export_base;
-    span->iova          = start;
-    span->length        = size;
-    return UCS_OK;
 }
 
 /* The driver's calls on a buffer want a context of its GPU current: the
@@ -449,7 +424,7 @@ ucs_status_t uct_syncmem_cuda_init(uct_syncmem_md_t *md, unsigned max_unused,
     }
     md->cuda = cache;
 
-    if (!uct_syncmem_cuda_loaded() &&
+    if (!uct_syncmem_cuda_in_use() &&
         !__atomic_exchange_n(&uct_syncmem_cuda_said, 1, __ATOMIC_RELAXED)) {
         ucs_debug("syncmem: host memory only (%s)",
                   (uct_syncmem_cuda.state == UCT_SYNCMEM_CUDA_FAILED) ?
@@ -470,7 +445,7 @@ int uct_syncmem_cuda_can_reg(const uct_syncmem_md_t *md)
         return 0;
     }
     /* before the process loads the driver, the device decides */
-    return md->peermem || !uct_syncmem_cuda_loaded() ||
+    return md->peermem || !uct_syncmem_cuda_in_use() ||
            uct_syncmem_cuda.dmabuf;
 }
 

@@ -62,8 +62,24 @@ typedef struct uct_syncmem_cuda_span {
  * does not lie inside the allocation (e.g. VMM memory mapped in several
  * chunks, each its own allocation), or a range wraps; page is a power of 2.
  */
-ucs_status_t uct_syncmem_cuda_span(uintptr_t address, size_t length,
-                                   uintptr_t start, size_t size, size_t page,
-                                   uct_syncmem_cuda_span_t *span);
+static inline ucs_status_t
+uct_syncmem_cuda_span(uintptr_t address, size_t length, uintptr_t start,
+                      size_t size, size_t page, uct_syncmem_cuda_span_t *span)
+{
+    if ((length == 0) || (size == 0) || (address < start) ||
+        (address + length < address) || (start + size < start) ||
+        (start + size > UINTPTR_MAX - page) ||
+        (address + length > start + size)) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    span->export_base   = start & ~(uintptr_t)(page - 1);
+    span->export_length = ((start + size + page - 1) &
+                           ~(uintptr_t)(page - 1)) - span->export_base;
+    span->offset        = start - span->export_base;
+    span->iova          = start;
+    span->length        = size;
+    return UCS_OK;
+}
 
 #endif

@@ -41,7 +41,6 @@
 #  include <nmmintrin.h>
 #endif
 
-
 const char *uct_syncmem_verify_names[] = {
     [UCT_SYNCMEM_VERIFY_NONE] = "none",
     [UCT_SYNCMEM_VERIFY_CRC]  = "crc",
