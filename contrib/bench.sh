@@ -14,8 +14,9 @@
 #    that computes (passive.c, passive_mpi.c, passive_shmem.c).
 # It writes bench-results/results.csv, callgrind.csv, regcost.txt,
 # rcache.csv, sweep.csv, passive.csv (with the programs' output in
-# passive.log), bench.meta (date, guest kernel, UCX, what ran) and the plots
-# bandwidth.png, latency.png; then contrib/bench/tables.py prints the tables
+# passive.log), bench.meta (date, guest kernel, UCX, what ran) and the
+# sweep's plots bandwidth.png, latency.png (medians of the reps with their
+# spread, the run in the title); then contrib/bench/tables.py prints the tables
 # (medians of --reps runs, ratios to rc_verbs and to raw verbs) of what this
 # run measured. --only REGEX selects tests of the main table and the
 # sections 'callgrind', 'rcache' and 'passive' by name.
@@ -34,7 +35,8 @@
 # headed by the date, kernel and UCX of the run: only between FILE's
 # '<!-- BEGIN generated: bench tables|bench summary -->' and
 # '<!-- END generated -->' lines if it has them (doc/benchmarks.md,
-# README.md), else the whole file.
+# README.md), else the whole file; and the plots, which those blocks show,
+# into doc/plots/.
 #
 # The guest is emulated (TCG): absolute numbers are slow and noisy; compare
 # ratios from one run only. SYNCMEM_PASSIVE_APIS (e.g. "ucp mpi") and
@@ -158,6 +160,9 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
       echo "reps=$reps"
       echo "sections=${sections# }"
       echo "failed=$(wc -l < "$out/failed.txt")"; } > "$out/bench.meta"
+    if [ "$sweep" = yes ]; then
+        plot "$out" || failed_run plots "no plots drawn from sweep.csv"
+    fi
     if [ -s "$out/failed.txt" ]; then
         echo "== FAILED: $(wc -l < "$out/failed.txt") runs gave no number (nan in the CSVs; $out/failed.txt):"
         sed 's/^/   /' "$out/failed.txt"
@@ -194,29 +199,33 @@ main_table() {
     done
 }
 
-# Message-size sweeps of put bandwidth and latency, and the plots.
+# Message-size sweeps of put bandwidth and latency, $reps times,
+# interleaved (a size's transports side by side in each rep).
 sweep_main() {
-    echo "size,transport,put_bw_MBps,put_lat_us" > "$out/sweep.csv"
-    for size in 8 64 512 4096 32768 262144 1048576 4194304; do
-        if [ "$size" -lt "$min_size" ] || [ "$size" -gt "$max_size" ]; then continue; fi
-        n=$((16777216 / size)); [ $n -gt 2000 ] && n=2000; [ $n -lt 20 ] && n=20
-        for tl in syncmem rc_verbs ib_verbs; do
-            echo "   [sweep] $size bytes $tl" >&2
-            # (latency above 4 KiB is not measured: nan by design)
-            what="sweep $size $tl bw"
-            if [ $tl = ib_verbs ]; then
-                bw=$(measure ib_write_bw raw 0 -s $size -n $n)
-                lat=nan what="sweep $size $tl lat"
-                [ $size -le 4096 ] && lat=$(measure ib_write_lat raw 0 -s $size -n 1000)
-            else
-                bw=$(measure $tl uct 7 -t put_bw -D zcopy -s $size -n $n -w 20)
-                lat=nan what="sweep $size $tl lat"
-                [ $size -le 4096 ] && lat=$(measure $tl uct 3 -t put_lat -D bcopy -s $size -n 1000 -w 100)
-            fi
-            echo "$size,$tl,$bw,$lat" >> "$out/sweep.csv"
+    echo "size,transport,rep,put_bw_MBps,put_lat_us" > "$out/sweep.csv"
+    rep=1
+    while [ "$rep" -le "$reps" ]; do
+        for size in 8 64 512 4096 32768 262144 1048576 4194304; do
+            if [ "$size" -lt "$min_size" ] || [ "$size" -gt "$max_size" ]; then continue; fi
+            n=$((16777216 / size)); [ $n -gt 2000 ] && n=2000; [ $n -lt 20 ] && n=20
+            for tl in syncmem rc_verbs ib_verbs; do
+                echo "   [sweep, rep $rep/$reps] $size bytes $tl" >&2
+                # (latency above 4 KiB is not measured: nan by design)
+                what="sweep $size $tl bw rep $rep"
+                if [ $tl = ib_verbs ]; then
+                    bw=$(measure ib_write_bw raw 0 -s $size -n $n)
+                    lat=nan what="sweep $size $tl lat rep $rep"
+                    [ $size -le 4096 ] && lat=$(measure ib_write_lat raw 0 -s $size -n 1000)
+                else
+                    bw=$(measure $tl uct 7 -t put_bw -D zcopy -s $size -n $n -w 20)
+                    lat=nan what="sweep $size $tl lat rep $rep"
+                    [ $size -le 4096 ] && lat=$(measure $tl uct 3 -t put_lat -D bcopy -s $size -n 1000 -w 100)
+                fi
+                echo "$size,$tl,$rep,$bw,$lat" >> "$out/sweep.csv"
+            done
         done
+        rep=$((rep + 1))
     done
-    plot "$out"
 }
 
 # The registration cache: what one registration costs, and UCP put
@@ -351,35 +360,41 @@ passive_main() {
     grep -E "failed|wrong=[1-9]" "$out/passive.log" | sort | uniq -c | sed 's/^/   FAILED: /'
 }
 
+# plot DIR: bandwidth.png and latency.png from DIR/sweep.csv: each point the
+# median of the reps, its bar from the lowest to the highest; the title
+# names the run (bench.meta's date, commit, kernel and UCX)
 plot() {
     command -v gnuplot >/dev/null || { echo "(gnuplot missing: no plots)"; return 0; }
-    for tl in syncmem rc_verbs ib_verbs; do
-        awk -F, -v t=$tl '$2 == t && $3 != "nan" {print $1, $3}' "$1/sweep.csv" > "$1/bw.$tl"
-        awk -F, -v t=$tl '$2 == t && $4 != "nan" {print $1, $4}' "$1/sweep.csv" > "$1/lat.$tl"
-    done
-    gnuplot <<GP
-set terminal pngcairo size 900,560 font ",11"
+    python3 "$top/contrib/bench/tables.py" plot-data "$1" "$1" || return 1
+    run=$(python3 "$top/contrib/bench/tables.py" plot-title "$1")
+    rc=0
+    gnuplot <<GP || rc=$?
+set terminal pngcairo size 960,640 font ",11"
 set termoption noenhanced
 set logscale x 2
 set format x "%.0b %BB"
 set grid
 set key top left
+set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05
 set xlabel "message size (bytes)"
 set output "$1/bandwidth.png"
-set title "put bandwidth on Soft-RoCE (rxe, emulated guest): higher is better"
+set title "put bandwidth on Soft-RoCE (rxe, emulated guest): higher is better\n$run"
 set ylabel "MB/s"
-plot "$1/bw.ib_verbs" w lp lw 2 dt 2 t "raw verbs (ib_write_bw): ceiling", \
-     "$1/bw.syncmem"  w lp lw 2 t "syncmem put_zcopy", \
-     "$1/bw.rc_verbs" w lp lw 2 t "UCX rc_verbs put_zcopy"
+set yrange [0:*]
+# (the transports' points a little apart, so that their bars show)
+plot "$1/bw.ib_verbs" u (\$1*0.94):2:3:4 w yerrorlines lw 2 dt 2 t "raw verbs (ib_write_bw): ceiling", \
+     "$1/bw.syncmem"  u 1:2:3:4 w yerrorlines lw 2 t "syncmem put_zcopy", \
+     "$1/bw.rc_verbs" u (\$1*1.06):2:3:4 w yerrorlines lw 2 t "UCX rc_verbs put_zcopy"
 set output "$1/latency.png"
-set key top left
-set title "put latency on Soft-RoCE (rxe, emulated guest): lower is better"
+set title "put latency on Soft-RoCE (rxe, emulated guest): lower is better\n$run"
 set ylabel "usec"
-plot "$1/lat.ib_verbs" w lp lw 2 dt 2 t "raw verbs (ib_write_lat)", \
-     "$1/lat.syncmem"  w lp lw 2 t "syncmem put_bcopy", \
-     "$1/lat.rc_verbs" w lp lw 2 t "UCX rc_verbs put_bcopy"
+set yrange [0:*]
+plot "$1/lat.ib_verbs" u (\$1*0.94):2:3:4 w yerrorlines lw 2 dt 2 t "raw verbs (ib_write_lat)", \
+     "$1/lat.syncmem"  u 1:2:3:4 w yerrorlines lw 2 t "syncmem put_bcopy", \
+     "$1/lat.rc_verbs" u (\$1*1.06):2:3:4 w yerrorlines lw 2 t "UCX rc_verbs put_bcopy"
 GP
     rm -f "$1"/bw.* "$1"/lat.*
+    [ $rc -eq 0 ] || { echo "bench.sh: gnuplot failed ($rc)" >&2; return 1; }
     echo "== plots: $1/bandwidth.png $1/latency.png"
 }
 
@@ -405,7 +420,7 @@ fi
 reps=3 only='' sweep=yes min_size=0 max_size=4194304 markdown=''
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help)  sed -n '3,42s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help)  sed -n '3,44s/^# \{0,1\}//p' "$0"; exit 0 ;;
         --no-build) nobuild=1 ;;
         --reps)     reps=$2; shift ;;
         --only)     only=$2; shift ;;
@@ -437,7 +452,10 @@ set -f; ifs=$IFS; IFS='
 '
 for f in $markdown; do
     IFS=$ifs
-    python3 contrib/bench/tables.py bench "$top/bench-results" --markdown "$f" ||
+    # (with the tables, the plots they show go into doc/plots/)
+    plots=; [ "$sweep" != yes ] || plots="--plots $top/doc/plots"
+    # shellcheck disable=SC2086
+    python3 contrib/bench/tables.py bench "$top/bench-results" --markdown "$f" $plots ||
         { [ $rc -ne 0 ] || rc=1; }
 done
 IFS=$ifs

@@ -11,6 +11,11 @@ this does the arithmetic. Python 3, standard library only.
   contrib/bench/tables.py faults DIR [--markdown FILE]...   faults.sh's table
   contrib/bench/tables.py check  DIR [--markdown FILE]...   check-example.sh's
       'syncmem-run --check' output (check.out, check.meta)
+  contrib/bench/tables.py bench DIR ... --plots DEST       also copies the
+      run's plots (bandwidth.png, latency.png) into DEST (doc/plots)
+  contrib/bench/tables.py plot-data DIR OUTDIR   gnuplot's input from
+      sweep.csv: OUTDIR/bw.T, lat.T, 'size median lowest highest' per line
+  contrib/bench/tables.py plot-title DIR         the plots' run line
   contrib/bench/tables.py callgrind DIR                     callgrind.sh's tables
   contrib/bench/tables.py callgrind-count FILE FUNCTION OBJECT
       "CALLS TOTAL OWN" of one callgrind output file (callgrind.sh's row)
@@ -20,7 +25,7 @@ DIR holds what the scripts wrote:
           callgrind.csv op,transport,calls,instructions,own_instructions
           rcache.csv    size,rcache,rep,MBps; regcost.txt (regcost's output)
           passive.csv   api,op,slice_ms,transport,rep,median_us,p99_us,slowdown,compute
-          sweep.csv     size,transport,put_bw_MBps,put_lat_us
+          sweep.csv     size,transport,rep,put_bw_MBps,put_lat_us
           bench.meta    key=value: date, kernel, ucx, reps (written in the guest)
   faults: faults.csv    transport,scenario,ops_ok,...,ep_recreated
           faults.notes  transport<TAB>scenario<TAB>note (PASS/FAIL and why)
@@ -54,6 +59,7 @@ import csv
 import math
 import os
 import re
+import shutil
 import statistics
 import sys
 
@@ -462,17 +468,70 @@ def sweep_table(rows, runs):
     tls = ordered(rows, "transport")
     header = ["bytes"] + ["put MB/s %s" % t for t in tls] + \
         ["put usec %s" % t for t in tls]
+    # (a sweep.csv of before the reps has no rep column: one run a cell)
+    reps = "rep" in rows[0]
     out = []
     for size in ordered(rows, "size"):
         def cell(t, col):
             vals = [r[col] for r in rows if r["size"] == size and r["transport"] == t]
-            if col == "put_lat_us" and int(size) > SWEEP_LAT_MAX:
-                vals = []
-            return runs.fmt("sweep: %s %s %s" % (size_name(size), t, col), vals,
-                            expect=False)
+            unmeasured = col == "put_lat_us" and int(size) > SWEEP_LAT_MAX
+            return runs.fmt("sweep: %s %s %s" % (size_name(size), t, col),
+                            [] if unmeasured else vals,
+                            expect=reps and not unmeasured)
         out.append([size_name(size)] + [cell(t, "put_bw_MBps") for t in tls] +
                    [cell(t, "put_lat_us") for t in tls])
     return table(header, out)
+
+
+# The plots' files: (sweep.csv column, file prefix for plot-data, image)
+PLOTS = [("put_bw_MBps", "bw", "bandwidth.png"), ("put_lat_us", "lat", "latency.png")]
+
+
+def plot_data(d, outdir):
+    """Writes OUTDIR/bw.TRANSPORT and lat.TRANSPORT for gnuplot from
+    DIR/sweep.csv: 'size median lowest highest' of the reps' numbers, a
+    line per size that has one; [what failed]."""
+    rows = read_csv(os.path.join(d, "sweep.csv"))
+    if not rows:
+        return ["no sweep.csv with rows in %s" % d]
+    points = 0
+    for col, prefix, _ in PLOTS:
+        for t in ordered(rows, "transport"):
+            with open(os.path.join(outdir, "%s.%s" % (prefix, t)), "w") as f:
+                for size in ordered(rows, "size"):
+                    v = [x for x in (num(r[col]) for r in rows
+                                     if r["size"] == size and r["transport"] == t)
+                         if x is not None]
+                    if v:
+                        f.write("%s %g %g %g\n" % (size, statistics.median(v),
+                                                     min(v), max(v)))
+                        points += 1
+    return [] if points else ["sweep.csv in %s has no number to plot" % d]
+
+
+def plot_title(d):
+    """The plots' second title line: the run, and what a point is."""
+    meta = read_meta(os.path.join(d, "bench.meta"))
+    reps = meta.get("reps", "1")
+    # (two lines for gnuplot: the '\\n' is its newline)
+    return ("run %s, commit %s, kernel %s, UCX %s\\n"
+            "each point the median of %s runs, its bar from the lowest to the highest"
+            % (meta.get("date", "?"), meta.get("commit", "?"),
+               meta.get("kernel", "?"), meta.get("ucx", "?"), reps))
+
+
+def copy_plots(d, dest):
+    """Copies DIR's plots into DEST (doc/plots); [what failed]."""
+    errors = []
+    os.makedirs(dest, exist_ok=True)
+    for _, _, image in PLOTS:
+        src = os.path.join(d, image)
+        if not os.path.exists(src):
+            errors.append("%s: no %s (no sweep, or gnuplot failed)" % (d, image))
+            continue
+        shutil.copyfile(src, os.path.join(dest, image))
+        print("tables.py: copied %s into %s" % (image, dest), file=sys.stderr)
+    return errors
 
 
 # What a whole bench.sh run makes (bench.meta's sections)
@@ -560,10 +619,19 @@ def bench_blocks(d):
                      "slices with the traffic over that without.\n\n" +
                      passive_table(passive, runs))
     sweep = section("sweep", "sweep.csv")
+    plots = ""
     if sweep:
         parts.append("#### Message-size sweep\n\n"
                      "Put zcopy bandwidth and put bcopy latency; `ib_verbs` is "
-                     "`ib_write_bw`/`ib_write_lat`.\n\n" + sweep_table(sweep, runs))
+                     "`ib_write_bw`/`ib_write_lat`. The plots (each point the "
+                     "median of the runs, its bar from the lowest to the "
+                     "highest):\n\n" + sweep_table(sweep, runs) +
+                     "\n![put bandwidth vs message size](plots/bandwidth.png)\n"
+                     "\n![put latency vs message size](plots/latency.png)\n")
+        plots = ("\n![put bandwidth vs message size](doc/plots/bandwidth.png)\n\n"
+                 "(This run's sweep: each point the median of its runs, the "
+                 "bar from the lowest to the highest; the latency plot and "
+                 "the sweep's table are in doc/benchmarks.md.)\n")
     # the head line, once the cells are known: whole or partial, what a
     # mark means, how many cells no run measured
     run = [bench_extent(ran, res)]
@@ -582,7 +650,7 @@ def bench_blocks(d):
     if parts:
         blocks["bench tables"] = head + "\n" + "\n".join(parts)
     if summary:
-        blocks["bench summary"] = head + "\n" + summary
+        blocks["bench summary"] = head + "\n" + summary + plots
     return blocks, errors
 
 
@@ -742,15 +810,24 @@ def main(argv):
                          "Own instructions per call:\n\n%s"
                          % tuple(callgrind_tables(rows, runs)))
         return failed(["%s: %s" % kv for kv in runs.failed.items()])
+    if len(argv) == 4 and argv[1] == "plot-data":
+        return failed(plot_data(argv[2], argv[3]))
+    if len(argv) == 3 and argv[1] == "plot-title":
+        print(plot_title(argv[2]))
+        return 0
     if len(argv) < 3 or argv[1] not in KINDS:
-        print("usage: tables.py bench|faults|check DIR [--markdown FILE]... (--help)",
+        print("usage: tables.py bench|faults|check DIR [--markdown FILE]... "
+              "[--plots DEST] (--help)",
               file=sys.stderr)
         return 2
-    kind, d, files = argv[1], argv[2], []
+    kind, d, files, plots = argv[1], argv[2], [], None
     rest = argv[3:]
     while rest:
         if rest[0] == "--markdown" and len(rest) > 1:
             files.append(rest[1])
+            rest = rest[2:]
+        elif rest[0] == "--plots" and len(rest) > 1 and kind == "bench":
+            plots = rest[1]
             rest = rest[2:]
         else:
             print("tables.py: unknown argument %s" % rest[0], file=sys.stderr)
@@ -764,6 +841,8 @@ def main(argv):
         sys.stdout.write(blocks.get(KINDS[kind][0], ""))
     for path in files:
         errors += write_markdown(path, kind, blocks)
+    if plots:
+        errors += copy_plots(d, plots)
     return failed(errors)
 
 
