@@ -20,7 +20,7 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 usage() {
     cat <<EOF
 usage: contrib/harness/ucx-matrix.sh --ucx-src DIR (--ucx-prefix PREFIX | --root ROOT)
-                             [--no-guest]
+                             [--no-guest] [--readme FILE]
        contrib/harness/ucx-matrix.sh --count LOG STEP...
 
 Builds a checkout of HEAD in matrix-<name>/ against the given UCX, every
@@ -34,8 +34,8 @@ one-host boot.
 
 Prints '<version>: N passed, N failed' last (gtest cases, perftest pairs,
 lanes, MPI runs; a step that did not finish, or ran no test, counts as a
-failure) and exits 1 if anything failed or did not run, 2 if the build
-failed.
+failure) and exits 1 if anything failed or did not run (or the row could
+not be written: --readme), 2 if the build failed.
 
   --ucx-src DIR      UCX source tree of exactly that version
   --ucx-prefix DIR   a UCX installed in its own prefix (loaded through
@@ -44,6 +44,11 @@ failed.
                      e.g. ROOT=\$(contrib/guest/debian-root.sh); built and run
                      chrooted
   --no-guest         host unit tests only
+  --readme FILE      then write this run's row, passed or failed, into
+                     FILE's block '<!-- BEGIN generated: releases -->'
+                     (README.md's), replacing the row of the same UCX
+                     version and source (contrib/harness/releases.py); not
+                     when the build failed
   --count LOG STEP...  only the counting, of a saved matrix.log and the
                      steps it must hold (unit-gtest one-gtest perftest
                      two-gtest ...; each step's part into LOG.steps/): the
@@ -65,7 +70,10 @@ die() { say "$*"; exit 2; }
 # PASS/FAIL lines of perftest, lanes, mpi and shmem. A crash or an assertion
 # where no test failed, a step that did not end or ended non-zero with no
 # failure counted, a step that counted nothing (0 passed, 0 failed: its
-# tests all skipped, or none ran): one failure more each.
+# tests all skipped, or none ran): one failure more each. Leaves each
+# step's 'passed failed' in steps_counted[STEP] and the total in counted.
+declare -A steps_counted=()
+counted=''
 count() {
     local log=$1 stepdir=$2 label=$3 s f p n end why skipped
     shift 3
@@ -78,7 +86,8 @@ count() {
     for s; do
         f=$stepdir/$s
         if [[ ! -f $f ]]; then
-            failed=$((failed + 1)); problems+=("$s: did not run"); continue
+            failed=$((failed + 1)); problems+=("$s: did not run")
+            steps_counted[$s]='0 1'; continue
         fi
         # (grep -c prints 0, and exits 1, where no line matches)
         p=$(grep -cE '^PASS (perftest|lanes|mpi|shmem)' "$f" || true)
@@ -110,7 +119,7 @@ count() {
             skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) tests\{0,1\}, listed below:$/\1/p' "$f" | sum)
             n=1; problems+=("$s: counted nothing (0 passed, 0 failed, $skipped skipped): nothing was checked")
         fi
-        passed=$((passed + p)) failed=$((failed + n))
+        passed=$((passed + p)) failed=$((failed + n)) steps_counted[$s]="$p $n"
     done
     if (($# == 0)); then
         failed=1; problems+=("no step to count")
@@ -123,11 +132,12 @@ count() {
         "$stepdir"/* 2>/dev/null | sort -u >&2 || true
     for pr in "${problems[@]}"; do say "$pr"; done
     say "log: $log (each step's part in $stepdir/)"
-    echo "$label: $passed passed, $failed failed"
+    counted="$passed passed, $failed failed"
+    echo "$label: $counted"
     ((failed == 0))
 }
 
-src='' prefix='' root='' guest=yes
+src='' prefix='' root='' guest=yes readme=''
 if [[ ${1:-} == --count ]]; then
     (($# >= 3)) || { usage >&2; exit 2; }
     log=$2; shift 2
@@ -141,6 +151,7 @@ while (($#)); do
         --ucx-prefix) prefix=$(cd "${2:?}" && pwd); shift ;;
         --root) root=$(cd "${2:?}" && pwd); shift ;;
         --no-guest) guest=no ;;
+        --readme) readme=$(realpath "${2:?}"); shift ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; exit 2 ;;
     esac
@@ -148,6 +159,12 @@ while (($#)); do
 done
 [[ -n $src && -n $prefix$root && -z ${prefix:+$root} ]] ||
     { usage >&2; exit 2; }
+if [[ -n $readme ]]; then
+    { [[ -w $readme ]] && grep -qxF '<!-- BEGIN generated: releases -->' "$readme"; } ||
+        die "--readme $readme: no writable file with a '<!-- BEGIN generated: releases -->' block"
+    command -v python3 >/dev/null || die "--readme needs python3 (contrib/harness/releases.py)"
+fi
+started=$(date -u '+%F %H:%M UTC')
 
 name=$(basename "${prefix:-$root}")
 dir=$top/matrix-$name
@@ -192,6 +209,43 @@ if [[ -n $root ]]; then
 fi
 say "built for UCX $version"
 
+# readme_row: this run's row into $readme (contrib/harness/releases.py
+# says what each column holds): how the build loads the module (its
+# syncmem-run --print), what ucx_info -b says of that UCX, the root's
+# codename and libucx0, the kernels the guest booted, the tree's commit.
+readme_row() {
+    local s missing=() run kernels commit libucx0 p n mp=0 mf=0 args=() row
+    for s in "${expect[@]}"; do
+        grep -qs "^matrix-step-end $s " "$dir/steps/$s" || missing+=("$s")
+    done
+    if [[ $guest == no ]]; then run='partial run (--no-guest)'
+    elif ((${#missing[@]})); then run="partial run (did not finish: ${missing[*]})"
+    else run='whole run'; fi
+    kernels=$(sed -n 's/^matrix-kernel //p' "$log" | sort -u | paste -sd, -)
+    [[ $guest == yes ]] || kernels='none (--no-guest)'
+    commit=$(git -C "$dir" rev-parse --short HEAD)
+    [[ -z $(git -C "$dir" status --porcelain --untracked-files=no) ]] || commit+=-dirty
+    (cd "$dir" && inroot "$dir/contrib/tools/syncmem-run" ucx_info -b) >"$dir/ucx_info-b.out" 2>&1 || true
+    kernels=${kernels//,/, }
+    args=(--ucx "$version" --date "$started" --kernel "${kernels:-none (the guest did not boot)}"
+          --commit "$commit" --run "$run" --result "$counted"
+          --loaded "$("$dir/contrib/tools/syncmem-run" --print | sed 's/=.*//')"
+          --build-info "$dir/ucx_info-b.out")
+    if [[ -n $root ]]; then
+        for s in mpi-one shmem mpi-two; do
+            read -r p n <<<"${steps_counted[$s]:-0 0}"; mp=$((mp + p)) mf=$((mf + n))
+        done
+        [[ $guest == no ]] || args+=(--mpi "$mp passed, $mf failed")
+        # shellcheck disable=SC2016 # (dpkg-query's format)
+        libucx0=$(cd "$dir" && inroot dpkg-query -W -f '${Version}' libucx0) || libucx0=''
+        args+=(--source root --root "$root" --libucx0 "$libucx0")
+    else
+        args+=(--source prefix)
+    fi
+    row=$(python3 "$top/contrib/harness/releases.py" row "${args[@]}") &&
+        python3 "$top/contrib/harness/releases.py" splice "$readme" --row "$row"
+}
+
 # The steps of each boot, framed by 'matrix-step NAME' and
 # 'matrix-step-end NAME rc=N'; the same script runs on the host, in the
 # guest and in the root.
@@ -207,13 +261,15 @@ step() {
 }
 case $1 in
     unit) step unit-gtest test/unit_test ;;
-    one)  step one-gtest test/guest_test --gtest_filter='-syncmem_wire_*'
+    one)  echo "matrix-kernel $(uname -r)"
+          step one-gtest test/guest_test --gtest_filter='-syncmem_wire_*'
           step perftest test/guest/perftest.sh
           if [ "$2" = yes ]; then
               step mpi-one test/mpi/run.sh
               step shmem test/mpi/shmem_run.sh
           fi ;;
-    two)  step two-gtest test/guest_test --gtest_filter='syncmem_wire_*'
+    two)  echo "matrix-kernel $(uname -r)"
+          step two-gtest test/guest_test --gtest_filter='syncmem_wire_*'
           if [ "$2" = yes ]; then step mpi-two test/mpi/run.sh; fi ;;
 esac
 exit 0
@@ -253,4 +309,7 @@ if [[ $guest == yes ]]; then
     done
 fi
 
-count "$log" "$dir/steps" "$version" "${expect[@]}"
+status=0
+count "$log" "$dir/steps" "$version" "${expect[@]}" || status=1
+[[ -z $readme ]] || readme_row || { say "no row written into $readme"; status=1; }
+exit $status
