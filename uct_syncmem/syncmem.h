@@ -618,8 +618,8 @@ ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
                                      uint16_t count, int how);
 uint32_t uct_syncmem_replay_npkts(const uct_syncmem_ep_t *ep, uint16_t first,
                                   uint16_t count);
-int uct_syncmem_replay_has_read(const uct_syncmem_ep_t *ep, uint16_t first,
-                                uint16_t last);
+const char *uct_syncmem_replay_resume_risk(const uct_syncmem_ep_t *ep,
+                                           uint16_t first, uint16_t last);
 void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status);
 ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
                                       const uct_syncmem_op_t *op,

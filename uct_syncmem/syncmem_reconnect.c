@@ -19,8 +19,9 @@
  *     operation runs exactly once and none fails. Not asked for
  *       - after a stall (the device stopped driving the QP: syncmem_watchdog.c);
  *       - when the same request fails again after a resume;
- *       - with a get of unknown outcome: Soft-RoCE completes it with no data
- *         on a resumed QP (uct_syncmem_replay_has_read says how).
+ *       - with a get of unknown outcome, or an atomic of unknown outcome
+ *         after a put or send: Soft-RoCE completes it with no data on a
+ *         resumed QP (uct_syncmem_replay_resume_risk says how).
  *     Otherwise the spare is connected to a new passive QP of the peer.
  *  4. Requests k.. are posted again in order, with their fence flags, from
  *     the replay ring (syncmem_replay.c): puts and gets again (idempotent),
@@ -194,8 +195,8 @@ static ucs_status_t uct_syncmem_rc_start(uct_syncmem_ep_t *ep,
         why = "the QP had stalled";
     } else if (ep->rc.resumed_once && (ep->rc.resumed_sn == sn)) {
         why = "it failed there after a resume";
-    } else if (uct_syncmem_replay_has_read(ep, sn, ep->rc.old_last_sn)) {
-        why = "a get of unknown outcome";
+    } else {
+        why = uct_syncmem_replay_resume_risk(ep, sn, ep->rc.old_last_sn);
     }
     ep->rc.resume = (why == NULL);
     uct_syncmem_qp_query(ep->qp, &ep->rc.old_rq_psn);

@@ -137,30 +137,50 @@ ucs_status_t uct_syncmem_ep_lost_status(uct_syncmem_ep_t *ep)
 }
 
 /*
- * Is a get among requests first..last (those the old QP may have sent but
- * not completed, for a reconnect: syncmem_reconnect.c)? Its reply may have been cut at the peer, and
- * Soft-RoCE's responder (rxe_resp.c read_reply, kernels 6.1 and 6.12) then
- * keeps that reply pending on its QP, marked as begun although its first
- * packet never left. At the next packet the QP receives, whatever its PSN,
- * it sends the rest: a read response with no first packet, at the PSNs of
- * that get. A resumed QP is sending that very get again at those PSNs, and
- * its completer (rxe_comp.c check_ack) takes a response without a start
- * for an error, completes the get with IBV_WC_SUCCESS and no data (the
- * kernel's WARNING at rxe_comp.c COMPST_ERROR) and moves the QP to error.
- * A new QP pair leaves the pending reply behind on the peer's old QP.
- * (test/guest/test_wire.cc: reconnect_after_a_cut_read_reply_returns_the_data)
+ * Why the requests first..last (those the old QP may have sent but not
+ * completed: syncmem_reconnect.c) must not be resumed on the same QP pair,
+ * or NULL. Two ways Soft-RoCE's requester (rxe_comp.c, kernels 6.1 and
+ * 6.12) completes a get or an atomic of a resumed QP with IBV_WC_SUCCESS
+ * and no data:
+ *  - A get: its reply may have been cut at the peer, and the responder
+ *    (rxe_resp.c read_reply) then keeps that reply pending on its QP,
+ *    marked as begun although its first packet never left. At the next
+ *    packet the QP receives, whatever its PSN, it sends the rest: a read
+ *    response with no first packet, at the PSNs of that get. A resumed QP
+ *    is sending that very get again at those PSNs, and its completer
+ *    (check_ack) takes a response without a start for an error, completes
+ *    the get with no data and moves the QP to error.
+ *    (test/guest/test_wire.cc: reconnect_after_a_cut_read_reply_returns_the_data)
+ *  - An atomic after a put or send: the responder answers a duplicate put
+ *    or send with a plain ACK of the last PSN it ran (rxe_resp.c
+ *    duplicate_request). If that is the atomic's, the completer takes the
+ *    ACK as the atomic's answer (check_ack: a plain ACK at an atomic's PSN
+ *    is COMPST_WRITE_SEND, where the IB spec wants a retry) and the
+ *    atomic completes with whatever its buffer held: another operation's
+ *    old value. (test/guest/test_reconnect_order.cc, resumed: a fetch-add
+ *    that fetched what an earlier one had)
+ * An atomic first, or after atomics only, is answered from the responder's
+ * resources, at its own PSN: that one is safe to resume.
+ * A new QP pair leaves the peer's old QP and its answers behind.
  */
-int uct_syncmem_replay_has_read(const uct_syncmem_ep_t *ep, uint16_t first,
-                                uint16_t last)
+const char *uct_syncmem_replay_resume_risk(const uct_syncmem_ep_t *ep,
+                                           uint16_t first, uint16_t last)
 {
+    int other = 0; /* a request before sn that is neither */
+    uint8_t opcode;
     uint16_t sn;
 
     for (sn = first; UCS_CIRCULAR_COMPARE16(sn, <=, last); ++sn) {
-        if (uct_syncmem_replay_entry(ep, sn)->opcode == IBV_WR_RDMA_READ) {
-            return 1;
+        opcode = uct_syncmem_replay_entry(ep, sn)->opcode;
+        if (opcode == IBV_WR_RDMA_READ) {
+            return "a get of unknown outcome";
+        } else if (!uct_syncmem_opcode_is_atomic(opcode)) {
+            other = 1;
+        } else if (other) {
+            return "an atomic of unknown outcome after a put or send";
         }
     }
-    return 0;
+    return NULL;
 }
 
 /* PSNs that requests first.. (count of them) take: a reconnect counts
@@ -191,9 +211,10 @@ static void uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
     wr->imm_data   = e->imm_data;
 
     if (uct_syncmem_opcode_is_atomic(e->opcode)) {
-        if ((how == UCT_SYNCMEM_POST_RING) ||
-            UCS_CIRCULAR_COMPARE16(sn, >, ep->rc.old_last_sn) ||
-            (how == UCT_SYNCMEM_POST_RESUMED)) {
+        if (!e->lost &&
+            ((how == UCT_SYNCMEM_POST_RING) ||
+             UCS_CIRCULAR_COMPARE16(sn, >, ep->rc.old_last_sn) ||
+             (how == UCT_SYNCMEM_POST_RESUMED))) {
             /* first time, never reached the old QP, or the peer's
              * responder tells a duplicate from a new one: it runs once */
             wr->wr.atomic.remote_addr = e->remote_addr;
@@ -205,10 +226,14 @@ static void uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
             return;
         }
         /* may have run already: never again; an empty write holds its
-         * place (its completion, its fence, its PSN) */
-        e->lost                 = 1;
-        ep->rc.lost_last_sn     = sn;
-        ++ep->rc.lost;
+         * place (its completion, its fence, its PSN). One lost before is
+         * that empty write again, on any QP: its op fails, so it never
+         * runs. */
+        if (!e->lost) {
+            e->lost             = 1;
+            ep->rc.lost_last_sn = sn;
+            ++ep->rc.lost;
+        }
         wr->opcode              = IBV_WR_RDMA_WRITE;
         wr->send_flags         |= IBV_SEND_SIGNALED;
         wr->wr.rdma.remote_addr = 0;

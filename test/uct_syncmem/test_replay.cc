@@ -113,8 +113,59 @@ TEST_F(replay_ring, scatter_list_and_packets)
     // a reconnect counts back from next_psn over the same requests
     EXPECT_EQ(7u, uct_syncmem_replay_npkts(m_ep, 1, 3));
     EXPECT_EQ(2u, uct_syncmem_replay_npkts(m_ep, 2, 2));
-    EXPECT_TRUE(uct_syncmem_replay_has_read(m_ep, 1, 3));
-    EXPECT_FALSE(uct_syncmem_replay_has_read(m_ep, 1, 1));
+}
+
+// What a resume must not take on (uct_syncmem_replay_resume_risk): a get
+// anywhere; an atomic after a put or send, which Soft-RoCE may complete on
+// the plain ACK of an earlier duplicate, without its data. An atomic first,
+// or after atomics only, is answered at its own PSN.
+TEST_F(replay_ring, what_a_resume_must_not_take_on)
+{
+    ibv_sge sge = { 0x5000, 8, 11 };
+    ibv_send_wr put = rdma(IBV_WR_RDMA_WRITE, &sge, 1);
+    ibv_send_wr get = rdma(IBV_WR_RDMA_READ, &sge, 1);
+    ibv_send_wr am  = rdma(IBV_WR_SEND_WITH_IMM, &sge, 1);
+    ibv_send_wr fadd, cswap;
+    memset(&fadd, 0, sizeof(fadd));
+    fadd.opcode  = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    fadd.sg_list = &sge;
+    fadd.num_sge = 1;
+    cswap        = fadd;
+    cswap.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+
+    const struct {
+        std::vector<const ibv_send_wr*> wrs;
+        const char                      *why; // nullptr: may resume
+    } cases[] = {
+        { { &put, &put, &am }, nullptr },
+        { { &fadd }, nullptr },
+        { { &fadd, &cswap, &fadd }, nullptr },
+        { { &fadd, &put, &am }, nullptr },
+        { { &get }, "a get of unknown outcome" },
+        { { &fadd, &put, &get }, "a get of unknown outcome" },
+        { { &put, &fadd }, "an atomic of unknown outcome after a put or send" },
+        { { &am, &cswap }, "an atomic of unknown outcome after a put or send" },
+        { { &fadd, &put, &fadd },
+          "an atomic of unknown outcome after a put or send" },
+    };
+    for (const auto &c : cases) {
+        uint16_t sn = 5; // across the ring's wrap: 5, 6, 7, 0
+        for (const ibv_send_wr *wr : c.wrs) {
+            syncmem_test_replay_save(m_ep, wr, sn++);
+        }
+        const char *why = uct_syncmem_replay_resume_risk(m_ep, 5, sn - 1);
+        SCOPED_TRACE(c.wrs.size());
+        if (c.why == nullptr) {
+            EXPECT_EQ(nullptr, why) << why;
+        } else {
+            ASSERT_NE(nullptr, why);
+            EXPECT_STREQ(c.why, why);
+        }
+    }
+    // only the requests asked about count
+    syncmem_test_replay_save(m_ep, &put, 1);
+    syncmem_test_replay_save(m_ep, &fadd, 2);
+    EXPECT_EQ(nullptr, uct_syncmem_replay_resume_risk(m_ep, 2, 2));
 }
 
 // An atomic keeps its operands, then its sge; it is one packet whatever
