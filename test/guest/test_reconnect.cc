@@ -8,16 +8,25 @@
 
 // The QP fails, is resumed, and fails again right after the resume (after
 // `delay` progress calls: some replayed requests done, others in flight),
-// in every round with a different delay, with puts, active messages and
-// atomics of every size class in flight, fenced. Both reconnects resume
-// (no get is in flight) unless the second failure comes at the request the
-// resume started from (then a new QP, by design); every operation succeeds
-// exactly once, or, an atomic of unknown outcome on a new QP, fails.
-TEST_F(syncmem_reconnect_test, second_failure_right_after_a_resume)
+// in every round with a different delay, with puts and active messages of
+// every size class in flight, fenced; then with atomics only (answered from
+// the peer's responder resources). Both reconnects resume (no get, nor an
+// atomic after a put or send, is in flight) unless the second failure comes
+// at the request the resume started from (then a new QP, by design); every
+// operation succeeds exactly once, or, an atomic of unknown outcome on a new
+// QP, fails.
+class syncmem_reconnect_resume_test
+    : public syncmem_reconnect_test,
+      public ::testing::WithParamInterface<bool> {
+};
+
+TEST_P(syncmem_reconnect_resume_test, second_failure_right_after_a_resume)
 {
     const unsigned delays[] = { 0, 1, 2, 3, 5, 8, 13, 21, 34, 0, 1, 2 };
 
-    m_gets = false;
+    m_gets    = false;
+    m_atomics = GetParam();
+    m_others  = !GetParam();
     post_some(24);
     ASSERT_EQ(UCS_OK, flush_wait());
     for (unsigned delay : delays) {
@@ -30,6 +39,13 @@ TEST_F(syncmem_reconnect_test, second_failure_right_after_a_resume)
     printf("%zu operations, %u reconnects\n", m_ops.size(),
            uct_syncmem_ep_reconnects(m_ep));
 }
+
+INSTANTIATE_TEST_SUITE_P(puts_and_ams_or_atomics, syncmem_reconnect_resume_test,
+                         ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                             return std::string(info.param ? "atomics" :
+                                                             "puts_and_ams");
+                         });
 
 // The same with gets in flight too: a reconnect then never resumes the QP
 // pair (syncmem_reconnect.c says why); no operation completes with wrong
