@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * syncmem - the endpoint's life as one state machine: its states, the
+ * events that move it, the actions it asks for, and what its guards read.
+ * The transition function and its table: syncmem_ep_fsm.c. The events come
+ * in, and the actions are carried out, in syncmem_reconnect.c.
+ */
+#ifndef UCT_SYNCMEM_EP_FSM_H_
+#define UCT_SYNCMEM_EP_FSM_H_
+
+#include <ucs/type/status.h>
+#include <stdint.h>
+
+/* ep->state. The fast path tests CONNECTED alone (one compare). */
+typedef enum {
+    UCT_SYNCMEM_EP_CONNECTING,          /* the first REQ out, no REP yet */
+    UCT_SYNCMEM_EP_CONNECTED,
+    UCT_SYNCMEM_EP_RECONN_WAIT_BOTH,    /* REQ out; the old QP flushing */
+    UCT_SYNCMEM_EP_RECONN_WAIT_REP,     /* the old QP drained; no REP yet */
+    UCT_SYNCMEM_EP_RECONN_DRAIN_NEW,    /* REP in (a new QP); the old QP
+                                           still flushing */
+    UCT_SYNCMEM_EP_RECONN_DRAIN_RESUME, /* REP in (resume); the old QP still
+                                           flushing */
+    UCT_SYNCMEM_EP_FAILED,
+    UCT_SYNCMEM_EP_STATE_LAST
+} uct_syncmem_ep_state_t;
+
+typedef enum {
+    UCT_SYNCMEM_EP_EV_REP,            /* the peer answered this REQ */
+    UCT_SYNCMEM_EP_EV_DRAINED,        /* the old QP's last request is back */
+    UCT_SYNCMEM_EP_EV_ERROR,          /* a failed completion of ep->qp */
+    UCT_SYNCMEM_EP_EV_STALL,          /* the watchdog took the QP for wedged */
+    UCT_SYNCMEM_EP_EV_TIMER,          /* progress saw the time */
+    UCT_SYNCMEM_EP_EV_CONNECT_FAILED, /* CONNECT or FINISH_* failed */
+    UCT_SYNCMEM_EP_EV_PORT_DOWN,
+    UCT_SYNCMEM_EP_EV_PORT_UP,
+    UCT_SYNCMEM_EP_EV_FAIL,           /* fail it with a status */
+    UCT_SYNCMEM_EP_EV_CANCEL,         /* flush with UCT_FLUSH_FLAG_CANCEL */
+    UCT_SYNCMEM_EP_EV_DESTROY,
+    UCT_SYNCMEM_EP_EV_LAST
+} uct_syncmem_ep_ev_t;
+
+typedef enum {
+    UCT_SYNCMEM_EP_ACT_NONE,
+    UCT_SYNCMEM_EP_ACT_CONNECT,       /* connect the QP to the REP's */
+    UCT_SYNCMEM_EP_ACT_RESEND,        /* the first REQ again, a try fewer */
+    UCT_SYNCMEM_EP_ACT_START,         /* spare QP, REQ of the next generation */
+    UCT_SYNCMEM_EP_ACT_QP_ERROR,      /* move the QP to error */
+    UCT_SYNCMEM_EP_ACT_SEND_REQ,      /* this generation's REQ again */
+    UCT_SYNCMEM_EP_ACT_FINISH_NEW_QP, /* connect the spare, post again */
+    UCT_SYNCMEM_EP_ACT_FINISH_RESUME, /* resume the old QP, post again */
+    UCT_SYNCMEM_EP_ACT_RESTART,       /* the spare reset, a new generation */
+    UCT_SYNCMEM_EP_ACT_RETIRE,        /* retire flushed ops, ep->status */
+    UCT_SYNCMEM_EP_ACT_FAIL,          /* QP to error, pending, error handler */
+    UCT_SYNCMEM_EP_ACT_FAIL_PURGE,    /* ...the ops of unknown outcome too */
+    UCT_SYNCMEM_EP_ACT_CANCEL,        /* QP to error, no error handler */
+    UCT_SYNCMEM_EP_ACT_CANCEL_PURGE,  /* ...the ops of unknown outcome too */
+    UCT_SYNCMEM_EP_ACT_LAST
+} uct_syncmem_ep_act_t;
+
+/* What the guards read: every fact a transition depends on besides the
+ * state and the event. Filled for every event; each reads its own. */
+typedef struct {
+    uint8_t reconnect;     /* UCX_SYNCMEM_RECONNECT=y */
+    uint8_t link_error;    /* ERROR: the status says the link broke */
+    uint8_t outstanding;   /* requests are in flight */
+    uint8_t resume_asked;  /* this generation's REQ asked to resume */
+    uint8_t rep_resumed;   /* REP: the peer kept the same QP */
+    uint8_t retry_due;     /* TIMER: CM_TIMEOUT passed since the last REQ */
+    uint8_t past_deadline; /* TIMER: RECONNECT_TIMEOUT passed since ERROR */
+    uint8_t last_try_sent; /* TIMER: a REQ went out at or after the deadline
+                              less CM_TIMEOUT */
+    uint8_t tries_left;    /* TIMER: CM_RETRIES not all used (connecting) */
+} uct_syncmem_ep_fsm_in_t;
+
+/* The transition: *state moves, the action is returned. No side effect. */
+uct_syncmem_ep_act_t uct_syncmem_ep_fsm_next(uint8_t *state,
+                                             uct_syncmem_ep_ev_t event,
+                                             const uct_syncmem_ep_fsm_in_t *in);
+
+/* Names as in the table, for logs and tests. */
+extern const char *uct_syncmem_ep_state_names[];
+extern const char *uct_syncmem_ep_ev_names[];
+extern const char *uct_syncmem_ep_act_names[];
+
+/* Connecting or reconnecting: waiting for the handshake or the old QP. */
+static inline int uct_syncmem_ep_state_connecting(uint8_t state)
+{
+    return (state != UCT_SYNCMEM_EP_CONNECTED) &&
+           (state != UCT_SYNCMEM_EP_FAILED);
+}
+
+/* Reconnecting: requests of unknown outcome wait in the replay ring. */
+static inline int uct_syncmem_ep_state_reconnecting(uint8_t state)
+{
+    return (state >= UCT_SYNCMEM_EP_RECONN_WAIT_BOTH) &&
+           (state <= UCT_SYNCMEM_EP_RECONN_DRAIN_RESUME);
+}
+
+#endif
