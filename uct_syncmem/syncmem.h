@@ -10,6 +10,7 @@
 #define UCT_SYNCMEM_H_
 
 #include "compat.h"
+#include "syncmem_ep_fsm.h"
 
 #include <uct/base/uct_md.h>
 #include <uct/base/uct_iface.h>
@@ -202,14 +203,6 @@ typedef struct uct_syncmem_desc {
 } uct_syncmem_desc_t;
 
 
-enum {
-    UCT_SYNCMEM_EP_CONNECTING,
-    UCT_SYNCMEM_EP_CONNECTED,
-    UCT_SYNCMEM_EP_RECONNECTING, /* a new QP replaces one the link broke */
-    UCT_SYNCMEM_EP_FAILED
-};
-
-
 #define UCT_SYNCMEM_PSN_MASK  0xffffffu /* PSNs are 24 bits */
 /* Largest inline request: the smallest path MTU, so that each is one packet
  * (one PSN: the fast path counts them without looking at the MTU). */
@@ -242,18 +235,13 @@ typedef struct uct_syncmem_replay {
     uint64_t data[];
 } uct_syncmem_replay_t;
 
-static inline int uct_syncmem_ep_state_connecting(uint8_t state)
-{
-    return (state == UCT_SYNCMEM_EP_CONNECTING) ||
-           (state == UCT_SYNCMEM_EP_RECONNECTING);
-}
-
 typedef struct uct_syncmem_ep {
     uct_base_ep_t        super;
     struct ibv_qp        *qp;
     ucs_list_link_t      list;          /* in iface->eps */
     ucs_arbiter_group_t  arb_group;     /* pending requests */
-    uint8_t              state;
+    uint8_t              state;         /* uct_syncmem_ep_state_t: only
+                                           syncmem_ep_fsm.c decides it */
     uint8_t              fence;         /* fence the next work request */
     ucs_status_t         status;        /* why the endpoint failed */
     unsigned             amo_inflight;  /* emulated atomics not done yet */
@@ -283,8 +271,8 @@ typedef struct uct_syncmem_ep {
         uint32_t         next_psn;      /* of the next request posted; its
                                            low 24 bits are the PSN */
         uint8_t          mtu_shift;     /* log2 of the path MTU */
-        uint8_t          state;         /* uct_syncmem_rc_state_t */
-        uint8_t          resume;        /* this reconnect asks to resume */
+        uint8_t          resume;        /* this generation's REQ asks to
+                                           resume */
         uint32_t         old_rq_psn;    /* old_qp's next expected PSN */
         uint16_t         resumed_sn;    /* fail_sn of the last resume */
         uint8_t          resumed_once;  /* ...which is valid */
@@ -308,8 +296,8 @@ typedef struct uct_syncmem_ep {
         unsigned         retries_left;
         uint32_t         peer_rc_qpn;   /* from the REP */
         uint16_t         gen;           /* bumped by each reconnect */
-        volatile int     replied;       /* set by the async handler */
-        volatile int     resumed;       /* ...the peer kept its QP */
+        volatile uint8_t rep;           /* UCT_SYNCMEM_CM_REP_*: set by the
+                                           async handler, taken by progress */
     } cm;
     /* Work requests of put_short and am_short, filled once: each call only
      * sets what changes. In the endpoint, so that the fast path needs no
@@ -573,13 +561,6 @@ void uct_syncmem_cm_reconnect(uct_syncmem_ep_t *ep);
 void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep);
 /* For tests: connections this iface accepted and still holds */
 unsigned uct_syncmem_iface_num_passive(uct_iface_h iface);
-unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface);
-/* syncmem_ep.c: a walk over the endpoints that may fail some */
-typedef uct_syncmem_ep_t *(*uct_syncmem_eps_check_t)(uct_syncmem_iface_t *iface,
-                                                    ucs_status_t *status_p,
-                                                    unsigned *count_p);
-unsigned uct_syncmem_iface_eps_progress(uct_syncmem_iface_t *iface,
-                                        uct_syncmem_eps_check_t check);
 
 enum {
     UCT_SYNCMEM_DIR_TX,
@@ -628,55 +609,16 @@ ucs_status_t uct_syncmem_ep_lost_status(uct_syncmem_ep_t *ep);
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);
 void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface);
 
-/* syncmem_reconnect.c: the state machine (its transition table there) */
-typedef enum {
-    UCT_SYNCMEM_RC_IDLE,       /* not reconnecting */
-    UCT_SYNCMEM_RC_WAIT_BOTH,  /* REQ out; the old QP still flushing */
-    UCT_SYNCMEM_RC_WAIT_REP,   /* the old QP flushed; no REP yet */
-    UCT_SYNCMEM_RC_WAIT_DRAIN  /* the REP is in; the old QP still flushing */
-} uct_syncmem_rc_state_t;
-
-typedef enum {
-    UCT_SYNCMEM_RC_EV_ERROR,
-    UCT_SYNCMEM_RC_EV_STALL,
-    UCT_SYNCMEM_RC_EV_DRAINED,
-    UCT_SYNCMEM_RC_EV_REP,
-    UCT_SYNCMEM_RC_EV_TIMER,
-    UCT_SYNCMEM_RC_EV_CONNECT_FAILED,
-    UCT_SYNCMEM_RC_EV_PORT_DOWN,
-    UCT_SYNCMEM_RC_EV_PORT_UP,
-    UCT_SYNCMEM_RC_EV_LAST
-} uct_syncmem_rc_event_t;
-
-typedef enum {
-    UCT_SYNCMEM_RC_ACT_NONE,
-    UCT_SYNCMEM_RC_ACT_START,
-    UCT_SYNCMEM_RC_ACT_QP_ERROR,
-    UCT_SYNCMEM_RC_ACT_SEND_REQ,
-    UCT_SYNCMEM_RC_ACT_FINISH,
-    UCT_SYNCMEM_RC_ACT_RESTART,
-    UCT_SYNCMEM_RC_ACT_FAIL
-} uct_syncmem_rc_action_t;
-
-/* What a TIMER event depends on. */
-typedef struct {
-    uint8_t retry_due;     /* CM_TIMEOUT passed since the last REQ */
-    uint8_t past_deadline; /* RECONNECT_TIMEOUT passed since the failure */
-    uint8_t last_try_sent; /* a REQ went out at or after the deadline
-                              less CM_TIMEOUT */
-} uct_syncmem_rc_timer_t;
-
-/* The transition: *state moves, the action is returned. No side effect. */
-uct_syncmem_rc_action_t uct_syncmem_rc_next(uint8_t *state,
-                                            uct_syncmem_rc_event_t event,
-                                            const uct_syncmem_rc_timer_t *t);
-/* The event entry; wc for ERROR (and DRAINED). Not UCS_OK: fail ep with
- * it, outside the async lock. */
-ucs_status_t uct_syncmem_ep_rc_event(uct_syncmem_ep_t *ep,
-                                     uct_syncmem_rc_event_t event,
-                                     const struct ibv_wc *wc);
+/* syncmem_reconnect.c: the endpoint's events in, the state machine's
+ * actions out (syncmem_ep_fsm.c). Each returns UCS_OK, or the status the
+ * event failed the endpoint with: its error handler has run, and the
+ * endpoint may be gone. Called without the async lock. */
+ucs_status_t uct_syncmem_ep_event(uct_syncmem_ep_t *ep,
+                                  uct_syncmem_ep_ev_t event);
+ucs_status_t uct_syncmem_ep_fail(uct_syncmem_ep_t *ep, ucs_status_t status);
 void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc);
-unsigned uct_syncmem_iface_reconnect_progress(uct_syncmem_iface_t *iface);
+/* While endpoints connect: the REPs the async handler noted, the timer. */
+unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface);
 
 /* syncmem_port.c: the device's async events */
 ucs_status_t uct_syncmem_port_events_init(uct_syncmem_md_t *md);
@@ -722,9 +664,10 @@ void uct_syncmem_iface_verify_counters(uct_iface_h iface,
 void uct_syncmem_op_release(uct_syncmem_op_t *op, ucs_status_t status);
 void uct_syncmem_op_complete(uct_syncmem_op_t *op, ucs_status_t status);
 void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep);
-void uct_syncmem_ep_set_state(uct_syncmem_ep_t *ep, uint8_t state);
 void uct_syncmem_ep_flush_done(uct_syncmem_op_t *op, ucs_status_t status);
-void uct_syncmem_ep_set_failed(uct_syncmem_ep_t *ep, ucs_status_t status);
+/* The FAIL and CANCEL actions' parts, once the state is FAILED */
+void uct_syncmem_ep_qp_to_error(uct_syncmem_ep_t *ep);
+void uct_syncmem_ep_notify_failed(uct_syncmem_ep_t *ep, ucs_status_t status);
 void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
                                  ucs_status_t status);
 ucs_arbiter_cb_result_t uct_syncmem_ep_pending_dispatch(ucs_arbiter_t *arbiter,

@@ -196,7 +196,7 @@ ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep)
     ep->cm.ah           = NULL;
     ep->cm.conn_id      = ++iface->cm.next_conn_id;
     ep->cm.retries_left = iface->config.cm_retries;
-    ep->cm.replied      = 0;
+    ep->cm.rep          = UCT_SYNCMEM_CM_REP_NONE;
     uct_syncmem_cm_send_req(ep);
     return UCS_OK;
 }
@@ -206,8 +206,7 @@ ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep)
 void uct_syncmem_cm_reconnect(uct_syncmem_ep_t *ep)
 {
     ++ep->cm.gen;
-    ep->cm.replied = 0;
-    ep->cm.resumed = 0;
+    ep->cm.rep = UCT_SYNCMEM_CM_REP_NONE;
     uct_syncmem_cm_send_req(ep);
 }
 

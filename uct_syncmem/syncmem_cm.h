@@ -65,6 +65,16 @@ typedef struct uct_syncmem_cm_tomb {
     uint32_t                   qpn;
 } uct_syncmem_cm_tomb_t;
 
+/* ep->cm.rep: the REP of this generation, noted by the async handler and
+ * taken once by progress, which raises it as the endpoint's REP event.
+ * Back to NONE with each REQ of a new generation. */
+enum {
+    UCT_SYNCMEM_CM_REP_NONE,     /* none yet: one is believed */
+    UCT_SYNCMEM_CM_REP_NEW_QP,   /* in: the peer made a new passive QP */
+    UCT_SYNCMEM_CM_REP_RESUMED,  /* in: the peer kept the same passive QP */
+    UCT_SYNCMEM_CM_REP_TAKEN     /* raised; more are duplicates */
+};
+
 /* What a received message asks of the iface. */
 typedef enum {
     UCT_SYNCMEM_CM_DROP,     /* nothing: stale, duplicate, or not ours */

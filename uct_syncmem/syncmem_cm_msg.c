@@ -131,7 +131,8 @@ uct_syncmem_cm_decide_rep(uct_syncmem_iface_t *iface,
             /* not the state: the REP may come before the endpoint that
              * sent the REQ has marked itself connecting */
             if ((ep->cm.gen != msg->gen) ||
-                (ep->cm.peer_cm_qpn != msg->src_cm_qpn) || ep->cm.replied) {
+                (ep->cm.peer_cm_qpn != msg->src_cm_qpn) ||
+                (ep->cm.rep != UCT_SYNCMEM_CM_REP_NONE)) {
                 return UCT_SYNCMEM_CM_DROP;
             }
             *ep_p = ep;
@@ -264,12 +265,12 @@ void uct_syncmem_cm_passive_remove(uct_syncmem_iface_t *iface,
 void uct_syncmem_cm_replied(uct_syncmem_ep_t *ep,
                             const uct_syncmem_cm_msg_t *msg)
 {
-    /* resumed only if asked, and then it must be the same passive QP */
-    ep->cm.resumed     = ep->rc.resume &&
-                         (msg->flags & UCT_SYNCMEM_CM_F_RESUME) &&
-                         (msg->rc_qpn == ep->cm.peer_rc_qpn);
+    /* resumed: the same passive QP as before, still up (whether the
+     * endpoint asked is the state machine's to check) */
+    ep->cm.rep         = ((msg->flags & UCT_SYNCMEM_CM_F_RESUME) &&
+                          (msg->rc_qpn == ep->cm.peer_rc_qpn)) ?
+                         UCT_SYNCMEM_CM_REP_RESUMED : UCT_SYNCMEM_CM_REP_NEW_QP;
     ep->cm.peer_rc_qpn = msg->rc_qpn;
-    ep->cm.replied     = 1;
 }
 
 uct_syncmem_cm_passive_t *uct_syncmem_cm_probe_done(uct_syncmem_iface_t *iface,

@@ -73,7 +73,7 @@ void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
  * kept for it; if the post fails all the same, the queue is full of
  * requests that will each be flushed, the last one included.
  */
-static void uct_syncmem_ep_qp_to_error(uct_syncmem_ep_t *ep)
+void uct_syncmem_ep_qp_to_error(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
@@ -100,17 +100,6 @@ static void uct_syncmem_ep_qp_to_error(uct_syncmem_ep_t *ep)
         --ep->tx.available;
         --iface->cq_available;
     }
-}
-
-/* The iface watches handshake timers only while endpoints connect. */
-void uct_syncmem_ep_set_state(uct_syncmem_ep_t *ep, uint8_t state)
-{
-    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
-                                                uct_syncmem_iface_t);
-
-    iface->cm.connecting += uct_syncmem_ep_state_connecting(state) -
-                            uct_syncmem_ep_state_connecting(ep->state);
-    ep->state             = state;
 }
 
 static ucs_arbiter_cb_result_t
@@ -161,122 +150,31 @@ static void uct_syncmem_ep_fail_pending(uct_syncmem_iface_t *iface,
     }
 }
 
-void uct_syncmem_ep_set_failed(uct_syncmem_ep_t *ep, ucs_status_t status)
+/* The last of FAIL: the pending queue, then the user's error handler
+ * (which may destroy the endpoint). */
+void uct_syncmem_ep_notify_failed(uct_syncmem_ep_t *ep, ucs_status_t status)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
 
-    if (ep->state == UCT_SYNCMEM_EP_FAILED) {
-        return;
-    }
-    if (ep->state == UCT_SYNCMEM_EP_RECONNECTING) {
-        /* the new QP has nothing posted; the old one is going away */
-        uct_syncmem_ep_purge(ep, status);
-    }
-
-    uct_syncmem_ep_set_state(ep, UCT_SYNCMEM_EP_FAILED);
-    ep->status = status;
-    uct_syncmem_ep_qp_to_error(ep);
     if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
         uct_syncmem_ep_fail_pending(iface, ep);
     }
     uct_iface_handle_ep_err(&iface->super.super, &ep->super.super, status);
 }
 
+/* CONNECT and FINISH_*: the QP is ready, the pending queue may run. */
 void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
 
-    uct_syncmem_ep_set_state(ep, UCT_SYNCMEM_EP_CONNECTED);
     ep->rc.mtu_shift = 7 + uct_syncmem_qp_path_mtu(iface, &ep->cm.peer);
     ucs_debug("syncmem: ep %p connected: QP 0x%x to iface 0x%" PRIx64, ep,
               ep->qp->qp_num, ep->cm.peer_iface_id);
     if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
         ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
     }
-}
-
-/*
- * Initiator's progress, while endpoints connect (the first time; a
- * reconnect is syncmem_reconnect.c's): connect those that got an answer,
- * resend due REQs, fail those out of retries. Returns an endpoint to fail,
- * if any, with *status_p: failing calls the user's error handler, which
- * must run outside the async lock.
- */
-static uct_syncmem_ep_t *uct_syncmem_ep_connect_check(uct_syncmem_iface_t *iface,
-                                              ucs_status_t *status_p,
-                                              unsigned *count_p)
-{
-    ucs_time_t now = ucs_get_time();
-    uct_syncmem_ep_t *ep;
-
-    ucs_list_for_each(ep, &iface->eps, list) {
-        if (ep->state != UCT_SYNCMEM_EP_CONNECTING) {
-            continue;
-        }
-
-        if (ep->cm.replied) {
-            *status_p = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
-                                               ep->cm.peer_rc_qpn);
-            if (*status_p != UCS_OK) {
-                return ep;
-            }
-            uct_syncmem_ep_connected(ep);
-            ++(*count_p);
-            continue;
-        }
-
-        if (now < ep->cm.next_retry) {
-            continue;
-        }
-
-        if (ep->cm.retries_left-- > 0) {
-            ucs_debug("syncmem: ep %p resends REQ to iface 0x%" PRIx64, ep,
-                      ep->cm.peer_iface_id);
-            uct_syncmem_cm_send_req(ep);
-            continue;
-        }
-
-        ucs_diag("syncmem: ep %p: no answer from iface 0x%" PRIx64 " after %u"
-                 " tries; %s", ep, ep->cm.peer_iface_id,
-                 iface->config.cm_retries + 1, (ep->cm.ah == NULL) ?
-                 "the peer's address never resolved (ARP/ND): is it on a"
-                 " reachable network?" : "is the peer process alive?");
-        *status_p = UCS_ERR_ENDPOINT_TIMEOUT;
-        return ep;
-    }
-
-    return NULL;
-}
-
-/* Runs check over the endpoints with the async lock held, again after
- * each endpoint it returns to fail, which is failed outside the lock (the
- * user's error handler runs then). Returns the work done. */
-unsigned uct_syncmem_iface_eps_progress(uct_syncmem_iface_t *iface,
-                                        uct_syncmem_eps_check_t check)
-{
-    ucs_async_context_t *async = iface->super.worker->async;
-    unsigned count             = 0;
-    uct_syncmem_ep_t *failed;
-    ucs_status_t status;
-
-    do {
-        UCS_ASYNC_BLOCK(async);
-        failed = check(iface, &status, &count);
-        UCS_ASYNC_UNBLOCK(async);
-        if (failed != NULL) {
-            uct_syncmem_ep_set_failed(failed, status);
-            ++count;
-        }
-    } while (failed != NULL);
-
-    return count;
-}
-
-unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface)
-{
-    return uct_syncmem_iface_eps_progress(iface, uct_syncmem_ep_connect_check);
 }
 
 static void uct_syncmem_ep_inline_wr_init(struct ibv_send_wr *wr,
@@ -325,7 +223,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     self->cm.peer_iface_id = iface_addr->id;
     self->cm.peer_cm_qpn   = iface_addr->cm_qpn;
     self->cm.ah            = NULL;
-    self->state            = UCT_SYNCMEM_EP_FAILED; /* until it has a QP */
+    self->state            = UCT_SYNCMEM_EP_CONNECTING; /* the first state */
     self->status           = UCS_OK;
     self->fence            = 0;
     self->amo_inflight     = 0;
@@ -371,7 +269,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     if (status != UCS_OK) {
         goto err_hash;
     }
-    uct_syncmem_ep_set_state(self, UCT_SYNCMEM_EP_CONNECTING);
+    ++iface->cm.connecting; /* as the state machine counts CONNECTING */
 
     ucs_debug("syncmem: ep %p QP 0x%x connecting to iface 0x%" PRIx64, self,
               self->qp->qp_num, self->cm.peer_iface_id);
@@ -399,7 +297,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_ep_t)
     uct_syncmem_cm_disconnect(self);
     ucs_list_del(&self->list);
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    uct_syncmem_ep_set_state(self, UCT_SYNCMEM_EP_FAILED);
+    uct_syncmem_ep_event(self, UCT_SYNCMEM_EP_EV_DESTROY);
     ucs_list_del(&self->db_list); /* requests not rung: canceled below */
 
     it = kh_get(uct_syncmem_qp_eps, &iface->qp_eps, self->qp->qp_num);
@@ -440,16 +338,8 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
 
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         /* Nothing new may start; what is in flight ends as soon as the QP
-         * has flushed it (or now, while reconnecting: nothing is). Not a
-         * failure the user must hear of: no error handler. */
-        if (ep->state == UCT_SYNCMEM_EP_RECONNECTING) {
-            uct_syncmem_ep_purge(ep, UCS_ERR_CANCELED);
-        }
-        if (ep->state != UCT_SYNCMEM_EP_FAILED) {
-            uct_syncmem_ep_set_state(ep, UCT_SYNCMEM_EP_FAILED);
-            ep->status = UCS_ERR_CANCELED;
-            uct_syncmem_ep_qp_to_error(ep);
-        }
+         * has flushed it (or now, while reconnecting: nothing is). */
+        uct_syncmem_ep_event(ep, UCT_SYNCMEM_EP_EV_CANCEL);
     } else if (ep->state == UCT_SYNCMEM_EP_FAILED) {
         return ep->status;
     } else if (!ucs_arbiter_group_is_empty(&ep->arb_group) &&

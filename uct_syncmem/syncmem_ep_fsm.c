@@ -105,7 +105,8 @@
 
 #include <stddef.h>
 
-#define UCT_SYNCMEM_EP_NAME(_prefix, _name) [UCT_SYNCMEM_EP_##_prefix##_name] = #_name
+#define UCT_SYNCMEM_EP_NAME(_prefix, _name) \
+    [UCT_SYNCMEM_EP_##_prefix##_name] = #_name
 
 const char *uct_syncmem_ep_state_names[] = {
     UCT_SYNCMEM_EP_NAME(, CONNECTING),

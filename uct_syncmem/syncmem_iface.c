@@ -60,8 +60,7 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
     /* CM events that found the async lock taken wait for us */
     ucs_async_check_miss(iface->super.worker->async);
     if (ucs_unlikely(iface->cm.connecting > 0)) {
-        count += uct_syncmem_iface_connect_progress(iface) +
-                 uct_syncmem_iface_reconnect_progress(iface);
+        count += uct_syncmem_iface_connect_progress(iface);
     }
     if (ucs_unlikely(iface->check_due)) {
         uct_syncmem_iface_port_events(iface);

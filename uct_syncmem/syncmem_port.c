@@ -143,27 +143,19 @@ void uct_syncmem_port_events_remove(uct_syncmem_iface_t *iface)
 void uct_syncmem_iface_port_events(uct_syncmem_iface_t *iface)
 {
     uint32_t events = __sync_fetch_and_and(&iface->port_events, 0);
-    uct_syncmem_ep_t *ep, *tmp;
-    ucs_status_t status;
+    uct_syncmem_ep_t *ep;
 
     if (ucs_likely(events == 0)) {
         return;
     }
-    ucs_list_for_each_safe(ep, tmp, &iface->eps, list) {
-        status = UCS_OK;
-        if ((events & UCT_SYNCMEM_PORT_DOWN) &&
-            (ep->state == UCT_SYNCMEM_EP_CONNECTED) && iface->config.reconnect &&
-            (ep->tx.available < (int)iface->config.tx_queue_len)) {
-            status = uct_syncmem_ep_rc_event(ep, UCT_SYNCMEM_RC_EV_PORT_DOWN,
-                                             NULL);
+    /* neither event fails an endpoint (the machine's QP_ERROR and
+     * SEND_REQ), so the list stays as it is */
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (events & UCT_SYNCMEM_PORT_DOWN) {
+            uct_syncmem_ep_event(ep, UCT_SYNCMEM_EP_EV_PORT_DOWN);
         }
-        if ((events & UCT_SYNCMEM_PORT_UP) && (status == UCS_OK) &&
-            (ep->state == UCT_SYNCMEM_EP_RECONNECTING)) {
-            status = uct_syncmem_ep_rc_event(ep, UCT_SYNCMEM_RC_EV_PORT_UP,
-                                             NULL);
-        }
-        if (status != UCS_OK) {
-            uct_syncmem_ep_set_failed(ep, status);
+        if (events & UCT_SYNCMEM_PORT_UP) {
+            uct_syncmem_ep_event(ep, UCT_SYNCMEM_EP_EV_PORT_UP);
         }
     }
 }

@@ -33,110 +33,20 @@
  *  5. Past the deadline everything outstanding fails with
  *     UCS_ERR_ENDPOINT_TIMEOUT and the error handler is called, once.
  *
- * The state machine (uct_syncmem_rc_next, pure: test/uct_syncmem/
- * test_reconnect.cc drives every transition). ep->rc.state counts while the
- * endpoint is RECONNECTING; IDLE otherwise.
- *
- *   state \ event  ERROR    STALL     DRAINED     REP         TIMER  CONNECT_FAILED  PORT_DOWN  PORT_UP
- *   IDLE           START    QP_ERROR  -           -           -      -               QP_ERROR   -
- *                  ->BOTH
- *   WAIT_BOTH      -        -         ->WAIT_REP  ->WAIT_DRAIN  (a)  -               -          SEND_REQ
- *   WAIT_REP       -        -         -           FINISH      (a)    RESTART         -          SEND_REQ
- *                                                 ->IDLE             ->WAIT_REP
- *   WAIT_DRAIN     -        -         FINISH      -           (b)    RESTART         -          -
- *                                     ->IDLE                         ->WAIT_REP
- *
- *   (a) before the deadline: SEND_REQ if CM_TIMEOUT passed since the last.
- *       After it: SEND_REQ once more if none went out since deadline -
- *       CM_TIMEOUT (the tries so far may all have fallen in the outage, and
- *       the user's progress may have paused since: Open MPI's pml worker
- *       while its osc worker streams); FAIL once that one's CM_TIMEOUT is
- *       up too.
- *   (b) FAIL after the deadline: the old QP never drained.
- *
- *   ERROR     the first failed completion of the endpoint's QP, a link error
- *             (retry exceeded, flushed with no error before it, Soft-RoCE's
- *             local QP operation error when it cannot route), reconnect on
- *   STALL     the watchdog took the QP for wedged: move it to error (an
- *             ERROR follows from its flushes) and do not resume it
- *   DRAINED   the old QP's last request came back flushed
- *   REP       the peer answered this generation's REQ (the async handler
- *             notes it: syncmem_cm_msg.c)
- *   TIMER     progress saw the time
- *   CONNECT_FAILED  connecting or resuming after the REP failed (the link
- *             went down again under the handshake): a new generation, on a
- *             new QP, until the deadline
- *   PORT_DOWN the device said the port went down, and requests are
- *             outstanding (syncmem_port.c): to error now, as for STALL but
- *             resumable
- *   PORT_UP   the device said the port is back: ask now
- *   FINISH    connect the spare (or resume the old QP), post again, CONNECTED
- *   FAIL      fail the endpoint (outside the async lock: it calls the user)
+ * The endpoint's state (syncmem_ep_fsm.c has the machine and its table)
+ * changes only here, in uct_syncmem_ep_raise: every event the other files
+ * raise comes in through it, the pure transition function decides, and
+ * the action it names is carried out below. FAIL's last part (the user's
+ * error handler) runs outside the async lock; the rest under it, for what
+ * the async handler reads (the generation, the REP, the QP).
  */
 #include "syncmem.h"
+#include "syncmem_cm.h"
 
 #include <ucs/async/async.h>
 #include <ucs/time/time.h>
 #include <string.h>
 
-
-uct_syncmem_rc_action_t uct_syncmem_rc_next(uint8_t *state,
-                                            uct_syncmem_rc_event_t event,
-                                            const uct_syncmem_rc_timer_t *t)
-{
-    switch (*state) {
-    case UCT_SYNCMEM_RC_IDLE:
-        if (event == UCT_SYNCMEM_RC_EV_ERROR) {
-            *state = UCT_SYNCMEM_RC_WAIT_BOTH;
-            return UCT_SYNCMEM_RC_ACT_START;
-        }
-        return ((event == UCT_SYNCMEM_RC_EV_STALL) ||
-                (event == UCT_SYNCMEM_RC_EV_PORT_DOWN)) ?
-               UCT_SYNCMEM_RC_ACT_QP_ERROR : UCT_SYNCMEM_RC_ACT_NONE;
-    case UCT_SYNCMEM_RC_WAIT_BOTH:
-    case UCT_SYNCMEM_RC_WAIT_REP:
-        if ((event == UCT_SYNCMEM_RC_EV_DRAINED) &&
-            (*state == UCT_SYNCMEM_RC_WAIT_BOTH)) {
-            *state = UCT_SYNCMEM_RC_WAIT_REP;
-        } else if (event == UCT_SYNCMEM_RC_EV_REP) {
-            if (*state == UCT_SYNCMEM_RC_WAIT_BOTH) {
-                *state = UCT_SYNCMEM_RC_WAIT_DRAIN;
-                return UCT_SYNCMEM_RC_ACT_NONE;
-            }
-            *state = UCT_SYNCMEM_RC_IDLE;
-            return UCT_SYNCMEM_RC_ACT_FINISH;
-        } else if (event == UCT_SYNCMEM_RC_EV_TIMER) {
-            if (!t->past_deadline) {
-                return t->retry_due ? UCT_SYNCMEM_RC_ACT_SEND_REQ :
-                                      UCT_SYNCMEM_RC_ACT_NONE;
-            }
-            if (!t->last_try_sent) {
-                return UCT_SYNCMEM_RC_ACT_SEND_REQ;
-            }
-            return t->retry_due ? UCT_SYNCMEM_RC_ACT_FAIL :
-                                  UCT_SYNCMEM_RC_ACT_NONE;
-        } else if ((event == UCT_SYNCMEM_RC_EV_CONNECT_FAILED) &&
-                   (*state == UCT_SYNCMEM_RC_WAIT_REP)) {
-            return UCT_SYNCMEM_RC_ACT_RESTART;
-        } else if (event == UCT_SYNCMEM_RC_EV_PORT_UP) {
-            return UCT_SYNCMEM_RC_ACT_SEND_REQ;
-        }
-        return UCT_SYNCMEM_RC_ACT_NONE;
-    case UCT_SYNCMEM_RC_WAIT_DRAIN:
-        if (event == UCT_SYNCMEM_RC_EV_DRAINED) {
-            *state = UCT_SYNCMEM_RC_IDLE;
-            return UCT_SYNCMEM_RC_ACT_FINISH;
-        } else if ((event == UCT_SYNCMEM_RC_EV_TIMER) && t->past_deadline) {
-            return UCT_SYNCMEM_RC_ACT_FAIL;
-        } else if (event == UCT_SYNCMEM_RC_EV_CONNECT_FAILED) {
-            *state = UCT_SYNCMEM_RC_WAIT_REP;
-            return UCT_SYNCMEM_RC_ACT_RESTART;
-        }
-        return UCT_SYNCMEM_RC_ACT_NONE;
-    default:
-        return UCT_SYNCMEM_RC_ACT_NONE;
-    }
-}
 
 static int uct_syncmem_wc_is_link_error(enum ibv_wc_status status)
 {
@@ -152,8 +62,8 @@ static int uct_syncmem_wc_is_link_error(enum ibv_wc_status status)
 
 /* START: a spare QP, the requests of unknown outcome, whether to ask to
  * resume, and the REQ. */
-static ucs_status_t uct_syncmem_rc_start(uct_syncmem_ep_t *ep,
-                                         const struct ibv_wc *wc)
+static ucs_status_t uct_syncmem_reconnect_start(uct_syncmem_ep_t *ep,
+                                                const struct ibv_wc *wc)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
@@ -210,21 +120,17 @@ static ucs_status_t uct_syncmem_rc_start(uct_syncmem_ep_t *ep,
              ep->rc.resume ? "" : why,
              ucs_time_to_sec(iface->config.reconnect_timeout));
 
-    /* the async handler (REP) looks at these */
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
     ep->rc.old_qp = ep->qp;
     ep->qp        = qp;
-    uct_syncmem_ep_set_state(ep, UCT_SYNCMEM_EP_RECONNECTING);
     uct_syncmem_cm_reconnect(ep);
-    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return UCS_OK;
 }
 
 /* The peer kept its QP: bring the old one back (its flushes are all in) to
  * where it stopped, and let the spare go instead. The count requests
  * posted again (from fail_sn) keep their PSNs (uct_syncmem_qp_resume). */
-static ucs_status_t uct_syncmem_rc_resume(uct_syncmem_ep_t *ep,
-                                         uint16_t count)
+static ucs_status_t uct_syncmem_reconnect_resume(uct_syncmem_ep_t *ep,
+                                                 uint16_t count)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
@@ -248,19 +154,19 @@ static ucs_status_t uct_syncmem_rc_resume(uct_syncmem_ep_t *ep,
     return UCS_OK;
 }
 
-/* FINISH: the REP is in and the old QP drained: connect (or resume), post
- * again what had not completed, and let the endpoint work. */
-static ucs_status_t uct_syncmem_rc_finish(uct_syncmem_ep_t *ep)
+/* FINISH_*: the REP is in and the old QP drained: connect (or resume),
+ * post again what had not completed, and let the endpoint work. */
+static ucs_status_t uct_syncmem_reconnect_finish(uct_syncmem_ep_t *ep,
+                                                 int resumed)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    int resumed                = ep->cm.resumed;
     unsigned lost              = ep->rc.lost;
     uint16_t count             = ep->tx.sn - ep->rc.fail_sn + 1; /* again */
     ucs_status_t status;
 
     if (resumed) {
-        status = uct_syncmem_rc_resume(ep, count);
+        status = uct_syncmem_reconnect_resume(ep, count);
     } else {
         status = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
                                         ep->cm.peer_rc_qpn);
@@ -299,7 +205,7 @@ static ucs_status_t uct_syncmem_rc_finish(uct_syncmem_ep_t *ep)
 /* RESTART: connecting after the REP failed; the spare goes back to INIT
  * and a new generation asks for a new passive QP (the old QP, drained,
  * may be half reset: never resumed now). */
-static ucs_status_t uct_syncmem_rc_restart(uct_syncmem_ep_t *ep)
+static ucs_status_t uct_syncmem_reconnect_restart(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
@@ -321,175 +227,323 @@ static ucs_status_t uct_syncmem_rc_restart(uct_syncmem_ep_t *ep)
     return UCS_OK;
 }
 
-/* The timer's facts, now. */
-static void uct_syncmem_rc_timer(const uct_syncmem_ep_t *ep, ucs_time_t now,
-                                 uct_syncmem_rc_timer_t *t)
-{
-    t->retry_due     = (now >= ep->cm.next_retry);
-    t->past_deadline = (now >= ep->rc.deadline);
-    /* a REQ at or after deadline - CM_TIMEOUT armed its retry past it */
-    t->last_try_sent = (ep->cm.next_retry >= ep->rc.deadline);
-}
-
-/*
- * The event entry: what the state machine says to do, done. Takes the
- * async lock (recursive) for what the async handler also reads. Not UCS_OK:
- * the caller must fail the endpoint with it, outside the async lock.
- */
-ucs_status_t uct_syncmem_ep_rc_event(uct_syncmem_ep_t *ep,
-                                     uct_syncmem_rc_event_t event,
-                                     const struct ibv_wc *wc)
+/* The iface watches the handshake's timers only while endpoints connect. */
+static void uct_syncmem_ep_set_state(uct_syncmem_ep_t *ep, uint8_t state)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    ucs_async_context_t *async = iface->super.worker->async;
-    uint8_t state              = ep->rc.state;
-    uct_syncmem_rc_timer_t timer;
-    struct ibv_qp_attr attr;
-    ucs_status_t status        = UCS_OK;
-    ucs_time_t now             = ucs_get_time();
 
-    uct_syncmem_rc_timer(ep, now, &timer);
-    UCS_ASYNC_BLOCK(async);
-    switch (uct_syncmem_rc_next(&state, event, &timer)) {
-    case UCT_SYNCMEM_RC_ACT_NONE:
-        break;
-    case UCT_SYNCMEM_RC_ACT_START:
-        status = uct_syncmem_rc_start(ep, wc);
+    iface->cm.connecting += uct_syncmem_ep_state_connecting(state) -
+                            uct_syncmem_ep_state_connecting(ep->state);
+    ep->state             = state;
+}
+
+/* What the guards read, now. */
+static void uct_syncmem_ep_fsm_inputs(const uct_syncmem_ep_t *ep,
+                                      const struct ibv_wc *wc, uint8_t rep,
+                                      ucs_time_t now,
+                                      uct_syncmem_ep_fsm_in_t *in)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+
+    in->reconnect     = iface->config.reconnect;
+    in->link_error    = (wc != NULL) &&
+                        uct_syncmem_wc_is_link_error(wc->status);
+    in->outstanding   = ep->tx.available < (int)iface->config.tx_queue_len;
+    in->resume_asked  = ep->rc.resume;
+    in->rep_resumed   = (rep == UCT_SYNCMEM_CM_REP_RESUMED);
+    in->retry_due     = (now >= ep->cm.next_retry);
+    in->past_deadline = (now >= ep->rc.deadline);
+    /* a REQ at or after deadline - CM_TIMEOUT armed its retry past it */
+    in->last_try_sent = (ep->cm.next_retry >= ep->rc.deadline);
+    in->tries_left    = (ep->cm.retries_left > 0);
+}
+
+/* The actions done under the async lock. Not UCS_OK: the action failed. */
+static ucs_status_t uct_syncmem_ep_act(uct_syncmem_ep_t *ep,
+                                       uct_syncmem_ep_act_t act,
+                                       const struct ibv_wc *wc)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    struct ibv_qp_attr attr    = { .qp_state = IBV_QPS_ERR };
+    ucs_status_t status;
+
+    switch (act) {
+    case UCT_SYNCMEM_EP_ACT_CONNECT:
+        status = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
+                                        ep->cm.peer_rc_qpn);
+        if (status == UCS_OK) {
+            uct_syncmem_ep_connected(ep);
+        }
+        return status;
+    case UCT_SYNCMEM_EP_ACT_RESEND:
+        --ep->cm.retries_left;
+        ucs_debug("syncmem: ep %p resends REQ to iface 0x%" PRIx64, ep,
+                  ep->cm.peer_iface_id);
+        uct_syncmem_cm_send_req(ep);
+        return UCS_OK;
+    case UCT_SYNCMEM_EP_ACT_START:
+        status = uct_syncmem_reconnect_start(ep, wc);
         if (status != UCS_OK) {
             ucs_error("syncmem: ep %p: cannot reconnect (%s)", ep,
                       ucs_status_string(status));
-            uct_syncmem_ep_tx_completed(ep, (uint16_t)wc->wr_id, status);
-            state = UCT_SYNCMEM_RC_IDLE;
         }
-        break;
-    case UCT_SYNCMEM_RC_ACT_QP_ERROR:
-        memset(&attr, 0, sizeof(attr));
-        attr.qp_state = IBV_QPS_ERR;
+        return status;
+    case UCT_SYNCMEM_EP_ACT_QP_ERROR:
         if (ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE)) {
             /* a stall: tried again after the next stall time; OP_TIMEOUT
              * holds */
             ucs_error("syncmem: ep %p: cannot move QP 0x%x to the error"
                       " state: %m", ep, ep->qp->qp_num);
         }
-        break;
-    case UCT_SYNCMEM_RC_ACT_SEND_REQ:
+        return UCS_OK;
+    case UCT_SYNCMEM_EP_ACT_SEND_REQ:
         uct_syncmem_cm_send_req(ep);
-        break;
-    case UCT_SYNCMEM_RC_ACT_FINISH:
-        status = uct_syncmem_rc_finish(ep);
-        if (status == UCS_OK) {
-            break;
-        }
-        /* the state before FINISH takes the failure */
-        state  = ep->rc.state;
-        status = UCS_OK;
-        if (uct_syncmem_rc_next(&state, UCT_SYNCMEM_RC_EV_CONNECT_FAILED,
-                                &timer) == UCT_SYNCMEM_RC_ACT_RESTART) {
-            status = uct_syncmem_rc_restart(ep);
-        }
-        break;
-    case UCT_SYNCMEM_RC_ACT_RESTART:
-        status = uct_syncmem_rc_restart(ep);
-        break;
-    case UCT_SYNCMEM_RC_ACT_FAIL:
-        ucs_log(iface->super.config.failure_level,
-                "syncmem: ep %p: reconnect to iface 0x%" PRIx64 " gave up"
-                " after %.1f s (%s); is the peer alive and its link up?"
-                " UCX_SYNCMEM_RECONNECT_TIMEOUT sets how long to try", ep,
-                ep->cm.peer_iface_id, ucs_time_to_sec(now - ep->rc.started),
-                (state == UCT_SYNCMEM_RC_WAIT_DRAIN) ?
-                "the old QP never drained" :
-                "no answer to the connection request");
-        status = UCS_ERR_ENDPOINT_TIMEOUT;
-        state  = UCT_SYNCMEM_RC_IDLE;
-        break;
+        return UCS_OK;
+    case UCT_SYNCMEM_EP_ACT_FINISH_NEW_QP:
+    case UCT_SYNCMEM_EP_ACT_FINISH_RESUME:
+        return uct_syncmem_reconnect_finish(
+                ep, act == UCT_SYNCMEM_EP_ACT_FINISH_RESUME);
+    case UCT_SYNCMEM_EP_ACT_RESTART:
+        return uct_syncmem_reconnect_restart(ep);
+    default:
+        return UCS_OK; /* NONE; RETIRE, FAIL and CANCEL: after the lock */
     }
-    ep->rc.state = state;
-    UCS_ASYNC_UNBLOCK(async);
-    return status;
 }
 
-/* A failed send completion of ep (or one of a QP being replaced). */
-void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
+/* Why a TIMER failed the endpoint: no answer, or no drain. */
+static void uct_syncmem_ep_log_timeout(uct_syncmem_ep_t *ep, uint8_t from,
+                                       ucs_time_t now)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    uint16_t sn                = wc->wr_id;
-    ucs_status_t status;
 
-    if ((ep->rc.old_qp != NULL) && (wc->qp_num == ep->rc.old_qp->qp_num)) {
-        /* flushed: posted again once this QP is empty */
-        if ((sn == ep->rc.old_last_sn) &&
-            ((status = uct_syncmem_ep_rc_event(ep, UCT_SYNCMEM_RC_EV_DRAINED,
-                                               wc)) != UCS_OK)) {
-            uct_syncmem_ep_set_failed(ep, status);
-        }
+    if (from == UCT_SYNCMEM_EP_CONNECTING) {
+        ucs_diag("syncmem: ep %p: no answer from iface 0x%" PRIx64 " after %u"
+                 " tries; %s", ep, ep->cm.peer_iface_id,
+                 iface->config.cm_retries + 1, (ep->cm.ah == NULL) ?
+                 "the peer's address never resolved (ARP/ND): is it on a"
+                 " reachable network?" : "is the peer process alive?");
         return;
     }
+    /* contrib/harness/faults_events.h matches this line */
+    ucs_log(iface->super.config.failure_level,
+            "syncmem: ep %p: reconnect to iface 0x%" PRIx64 " gave up"
+            " after %.1f s (%s); is the peer alive and its link up?"
+            " UCX_SYNCMEM_RECONNECT_TIMEOUT sets how long to try", ep,
+            ep->cm.peer_iface_id, ucs_time_to_sec(now - ep->rc.started),
+            (from == UCT_SYNCMEM_EP_RECONN_WAIT_BOTH) ||
+            (from == UCT_SYNCMEM_EP_RECONN_WAIT_REP) ?
+            "no answer to the connection request" :
+            "the old QP never drained");
+}
 
-    if (UCS_CIRCULAR_COMPARE16(sn, <=, ep->tx.acked_sn)) {
-        return; /* purged already */
+/* The actions done after the lock: they call the user. wc: the failed
+ * completion an ERROR failed the endpoint with. Returns what
+ * uct_syncmem_ep_event does. */
+static ucs_status_t uct_syncmem_ep_act_unlocked(uct_syncmem_ep_t *ep,
+                                                uct_syncmem_ep_act_t act,
+                                                const struct ibv_wc *wc,
+                                                ucs_status_t status)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+
+    switch (act) {
+    case UCT_SYNCMEM_EP_ACT_RETIRE:
+        /* after the first error the QP flushes the rest: the cause (or
+         * the cancel) to every op */
+        uct_syncmem_ep_tx_completed(ep, wc->wr_id, ep->status);
+        return UCS_OK;
+    case UCT_SYNCMEM_EP_ACT_FAIL:
+    case UCT_SYNCMEM_EP_ACT_FAIL_PURGE:
+    case UCT_SYNCMEM_EP_ACT_CANCEL:
+    case UCT_SYNCMEM_EP_ACT_CANCEL_PURGE:
+        break;
+    default:
+        return UCS_OK;
     }
 
-    if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) && iface->config.reconnect &&
-        uct_syncmem_wc_is_link_error(wc->status)) {
-        status = uct_syncmem_ep_rc_event(ep, UCT_SYNCMEM_RC_EV_ERROR, wc);
-        if (status != UCS_OK) {
-            uct_syncmem_ep_set_failed(ep, status);
-        } else if ((ep->state == UCT_SYNCMEM_EP_RECONNECTING) &&
-                   (sn == ep->rc.old_last_sn) &&
-                   ((status = uct_syncmem_ep_rc_event(
-                             ep, UCT_SYNCMEM_RC_EV_DRAINED, wc)) != UCS_OK)) {
-            uct_syncmem_ep_set_failed(ep, status); /* its last request */
-        }
-        return;
-    }
-
-    /* After the first error the QP flushes the rest: report the cause (or
-     * the cancel) to every op, and the error to the user once. */
-    status = (ep->state == UCT_SYNCMEM_EP_FAILED) ? ep->status :
-             uct_syncmem_wc_status(wc->status);
-    uct_syncmem_ep_tx_completed(ep, sn, status);
-    if (ep->state != UCT_SYNCMEM_EP_FAILED) {
+    if (wc != NULL) {
+        uct_syncmem_ep_tx_completed(ep, wc->wr_id, status);
         uct_syncmem_wc_log(iface, ep, wc);
-        uct_syncmem_ep_set_failed(ep, status);
+    }
+    if ((act == UCT_SYNCMEM_EP_ACT_FAIL_PURGE) ||
+        (act == UCT_SYNCMEM_EP_ACT_CANCEL_PURGE)) {
+        /* the spare has nothing posted; the old QP goes */
+        uct_syncmem_ep_purge(ep, status);
+    }
+    uct_syncmem_ep_qp_to_error(ep);
+    if ((act == UCT_SYNCMEM_EP_ACT_CANCEL) ||
+        (act == UCT_SYNCMEM_EP_ACT_CANCEL_PURGE)) {
+        return UCS_OK; /* not a failure the user must hear of */
+    }
+    uct_syncmem_ep_notify_failed(ep, status);
+    return status;
+}
+
+static int uct_syncmem_ep_act_fails(uct_syncmem_ep_act_t act)
+{
+    return (act == UCT_SYNCMEM_EP_ACT_FAIL) ||
+           (act == UCT_SYNCMEM_EP_ACT_FAIL_PURGE) ||
+           (act == UCT_SYNCMEM_EP_ACT_CANCEL) ||
+           (act == UCT_SYNCMEM_EP_ACT_CANCEL_PURGE);
+}
+
+/*
+ * The one entry of every event: the machine decides, the action is done,
+ * and an action that failed is raised again as the event the table names
+ * (CONNECT_FAILED or FAIL) in the state it was decided in. wc: ERROR's and
+ * DRAINED's completion; status: FAIL's; rep: the REP taken in.
+ */
+static ucs_status_t uct_syncmem_ep_raise(uct_syncmem_ep_t *ep,
+                                         uct_syncmem_ep_ev_t event,
+                                         const struct ibv_wc *wc,
+                                         ucs_status_t status, uint8_t rep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    ucs_async_context_t *async = iface->super.worker->async;
+    const struct ibv_wc *failed_wc = (event == UCT_SYNCMEM_EP_EV_ERROR) ?
+                                     wc : NULL;
+    ucs_time_t now             = ucs_get_time();
+    uct_syncmem_ep_fsm_in_t in;
+    uct_syncmem_ep_act_t act;
+    ucs_status_t act_status;
+    uint8_t from, state;
+
+    if (event == UCT_SYNCMEM_EP_EV_ERROR) {
+        status = uct_syncmem_wc_status(wc->status);
+    } else if (event == UCT_SYNCMEM_EP_EV_TIMER) {
+        status = UCS_ERR_ENDPOINT_TIMEOUT;
+    } else if (event == UCT_SYNCMEM_EP_EV_CANCEL) {
+        status = UCS_ERR_CANCELED;
+    }
+
+    UCS_ASYNC_BLOCK(async);
+    for (;;) {
+        uct_syncmem_ep_fsm_inputs(ep, wc, rep, now, &in);
+        from       = ep->state;
+        state      = from;
+        act        = uct_syncmem_ep_fsm_next(&state, event, &in);
+        act_status = uct_syncmem_ep_act(ep, act, wc);
+        if (act_status == UCS_OK) {
+            break;
+        }
+        event  = ((act == UCT_SYNCMEM_EP_ACT_CONNECT) ||
+                  (act == UCT_SYNCMEM_EP_ACT_FINISH_NEW_QP) ||
+                  (act == UCT_SYNCMEM_EP_ACT_FINISH_RESUME)) ?
+                 UCT_SYNCMEM_EP_EV_CONNECT_FAILED : UCT_SYNCMEM_EP_EV_FAIL;
+        status = act_status;
+    }
+    if ((act != UCT_SYNCMEM_EP_ACT_NONE) || (state != from)) {
+        ucs_debug("syncmem: ep %p: %s + %s: %s, now %s", ep,
+                  uct_syncmem_ep_state_names[from],
+                  uct_syncmem_ep_ev_names[event],
+                  uct_syncmem_ep_act_names[act],
+                  uct_syncmem_ep_state_names[state]);
+    }
+    uct_syncmem_ep_set_state(ep, state);
+    if (uct_syncmem_ep_act_fails(act)) {
+        ep->status = status;
+    }
+    UCS_ASYNC_UNBLOCK(async);
+
+    if (uct_syncmem_ep_act_fails(act) &&
+        (event == UCT_SYNCMEM_EP_EV_TIMER)) {
+        uct_syncmem_ep_log_timeout(ep, from, now);
+    }
+    return uct_syncmem_ep_act_unlocked(ep, act, failed_wc, status);
+}
+
+ucs_status_t uct_syncmem_ep_event(uct_syncmem_ep_t *ep,
+                                  uct_syncmem_ep_ev_t event)
+{
+    return uct_syncmem_ep_raise(ep, event, NULL, UCS_OK,
+                                UCT_SYNCMEM_CM_REP_NONE);
+}
+
+ucs_status_t uct_syncmem_ep_fail(uct_syncmem_ep_t *ep, ucs_status_t status)
+{
+    return uct_syncmem_ep_raise(ep, UCT_SYNCMEM_EP_EV_FAIL, NULL, status,
+                                UCT_SYNCMEM_CM_REP_NONE);
+}
+
+static int uct_syncmem_ep_is_old_qp(const uct_syncmem_ep_t *ep,
+                                    const struct ibv_wc *wc)
+{
+    return (ep->rc.old_qp != NULL) && (wc->qp_num == ep->rc.old_qp->qp_num);
+}
+
+/* A failed send completion of ep: ERROR, or of the QP being replaced (the
+ * one ERROR has just replaced, too): DRAINED when it is its last. */
+void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
+{
+    uint16_t sn = wc->wr_id;
+
+    if (!uct_syncmem_ep_is_old_qp(ep, wc)) {
+        if (UCS_CIRCULAR_COMPARE16(sn, <=, ep->tx.acked_sn)) {
+            return; /* purged already */
+        }
+        if (uct_syncmem_ep_raise(ep, UCT_SYNCMEM_EP_EV_ERROR, wc, UCS_OK,
+                                 UCT_SYNCMEM_CM_REP_NONE) != UCS_OK) {
+            return; /* failed: the endpoint may be gone */
+        }
+    }
+    if (uct_syncmem_ep_is_old_qp(ep, wc) && (sn == ep->rc.old_last_sn)) {
+        uct_syncmem_ep_raise(ep, UCT_SYNCMEM_EP_EV_DRAINED, wc, UCS_OK,
+                             UCT_SYNCMEM_CM_REP_NONE);
     }
 }
 
-/* Progress of the reconnecting endpoints, async lock held: the REP the
- * async handler noted, and the timer. Returns one to fail, if any. */
-static uct_syncmem_ep_t *uct_syncmem_rc_check(uct_syncmem_iface_t *iface,
-                                              ucs_status_t *status_p,
-                                              unsigned *count_p)
+/* The REP the async handler noted, taken once. */
+static uint8_t uct_syncmem_ep_take_rep(uct_syncmem_ep_t *ep)
 {
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uint8_t rep;
+
+    if ((ep->cm.rep != UCT_SYNCMEM_CM_REP_NEW_QP) &&
+        (ep->cm.rep != UCT_SYNCMEM_CM_REP_RESUMED)) {
+        return UCT_SYNCMEM_CM_REP_NONE; /* only progress takes one */
+    }
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    rep        = ep->cm.rep;
+    ep->cm.rep = UCT_SYNCMEM_CM_REP_TAKEN;
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return rep;
+}
+
+/*
+ * Progress while endpoints connect or reconnect: each endpoint gets the REP
+ * noted for it, then the time (the machine ignores both where they mean
+ * nothing). After an endpoint failed the walk starts again: its error
+ * handler may have changed the list.
+ */
+unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface)
+{
+    unsigned count = 0;
     uct_syncmem_ep_t *ep;
+    uint8_t rep;
 
+again:
     ucs_list_for_each(ep, &iface->eps, list) {
-        if (ep->state != UCT_SYNCMEM_EP_RECONNECTING) {
-            continue;
+        rep = uct_syncmem_ep_take_rep(ep);
+        if (rep != UCT_SYNCMEM_CM_REP_NONE) {
+            ++count;
+            if (uct_syncmem_ep_raise(ep, UCT_SYNCMEM_EP_EV_REP, NULL, UCS_OK,
+                                     rep) != UCS_OK) {
+                goto again;
+            }
         }
-        *status_p = UCS_OK;
-        if (ep->cm.replied) {
-            *status_p = uct_syncmem_ep_rc_event(ep, UCT_SYNCMEM_RC_EV_REP,
-                                                NULL);
+        if (uct_syncmem_ep_event(ep, UCT_SYNCMEM_EP_EV_TIMER) != UCS_OK) {
+            ++count;
+            goto again;
         }
-        if ((*status_p == UCS_OK) &&
-            (ep->state == UCT_SYNCMEM_EP_RECONNECTING)) {
-            *status_p = uct_syncmem_ep_rc_event(ep, UCT_SYNCMEM_RC_EV_TIMER,
-                                                NULL);
-        }
-        if (*status_p != UCS_OK) {
-            return ep;
-        }
-        *count_p += (ep->state == UCT_SYNCMEM_EP_CONNECTED);
     }
-    return NULL;
-}
-
-unsigned uct_syncmem_iface_reconnect_progress(uct_syncmem_iface_t *iface)
-{
-    return uct_syncmem_iface_eps_progress(iface, uct_syncmem_rc_check);
+    return count;
 }
 
 unsigned uct_syncmem_ep_reconnects(uct_ep_h tl_ep)

@@ -307,7 +307,7 @@ void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
     if ((count > 0) &&
         (uct_syncmem_replay_post(ep, first, count,
                                  UCT_SYNCMEM_POST_RING) != UCS_OK)) {
-        uct_syncmem_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+        uct_syncmem_ep_fail(ep, UCS_ERR_IO_ERROR);
     }
 }
 

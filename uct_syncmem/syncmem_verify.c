@@ -501,7 +501,7 @@ static void uct_syncmem_verify_put_finish(uct_syncmem_verify_put_t *vp,
         uct_invoke_completion(comp, status);
     } else if (status == UCS_ERR_IO_ERROR) {
         /* nobody to tell but the endpoint's error handler */
-        uct_syncmem_ep_set_failed(ep, status);
+        uct_syncmem_ep_fail(ep, status);
     }
 }
 
@@ -620,7 +620,7 @@ uct_syncmem_verify_put_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
          * broken anyway (ibv_post_send failed), fail the endpoint */
         ucs_mpool_put(vp->desc);
         ucs_mpool_put(vp);
-        uct_syncmem_ep_set_failed(ep, UCS_ERR_IO_ERROR);
+        uct_syncmem_ep_fail(ep, UCS_ERR_IO_ERROR);
         return status;
     }
 

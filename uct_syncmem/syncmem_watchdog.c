@@ -91,7 +91,7 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
     ++ep->rc.stalls;
     ep->rc.st_time = 0;
     /* to error: its flushes start the reconnect, or fail the endpoint */
-    uct_syncmem_ep_rc_event(ep, UCT_SYNCMEM_RC_EV_STALL, NULL);
+    uct_syncmem_ep_event(ep, UCT_SYNCMEM_EP_EV_STALL);
 }
 
 /*
@@ -114,7 +114,7 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
         expired = NULL;
         ucs_list_for_each(ep, &iface->eps, list) {
             if (((ep->state != UCT_SYNCMEM_EP_CONNECTED) &&
-                 (ep->state != UCT_SYNCMEM_EP_RECONNECTING)) ||
+                 !uct_syncmem_ep_state_reconnecting(ep->state)) ||
                 (ep->tx.available >= (int)iface->config.tx_queue_len)) {
                 ep->rc.wd_time = 0;
                 ep->rc.st_time = 0;
@@ -154,7 +154,7 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
                     (uint16_t)(expired->tx.acked_sn + 1),
                     ucs_time_to_sec(iface->config.op_timeout));
             expired->rc.wd_time = 0;
-            uct_syncmem_ep_set_failed(expired, UCS_ERR_ENDPOINT_TIMEOUT);
+            uct_syncmem_ep_fail(expired, UCS_ERR_ENDPOINT_TIMEOUT);
         }
     } while (expired != NULL);
 }

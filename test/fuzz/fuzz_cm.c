@@ -147,7 +147,7 @@ static void fuzz_message(fuzz_in_t *in, uct_syncmem_iface_t *iface,
         FUZZ_CHECK((p->qpn != old_qpn) && (p->gen == msg.gen));
         break;
     case UCT_SYNCMEM_CM_REPLIED:
-        FUZZ_CHECK((ep != NULL) && !ep->cm.replied &&
+        FUZZ_CHECK((ep != NULL) && (ep->cm.rep == UCT_SYNCMEM_CM_REP_NONE) &&
                    (ep->cm.gen == msg.gen) &&
                    (ep->cm.peer_cm_qpn == src_qp));
         uct_syncmem_cm_replied(ep, &msg);
@@ -177,20 +177,23 @@ static void fuzz_endpoint(fuzz_in_t *in, uct_syncmem_iface_t *iface,
         ep->cm.peer_iface_id = 0xabc0 + (fuzz_u8(in) % FUZZ_SENDERS);
         ep->cm.peer_cm_qpn   = fuzz_sender_qpn(fuzz_u8(in));
         ep->cm.gen           = 0;
-        ep->cm.replied       = 0;
+        ep->cm.rep           = UCT_SYNCMEM_CM_REP_NONE;
         break;
-    case 1: /* progress applies a reply */
-        if ((ep->state == UCT_SYNCMEM_EP_CONNECTING) && ep->cm.replied) {
+    case 1: /* progress takes a reply */
+        if ((ep->state == UCT_SYNCMEM_EP_CONNECTING) &&
+            ((ep->cm.rep == UCT_SYNCMEM_CM_REP_NEW_QP) ||
+             (ep->cm.rep == UCT_SYNCMEM_CM_REP_RESUMED))) {
             FUZZ_CHECK((ep->cm.peer_rc_qpn >= 2) &&
                        (ep->cm.peer_rc_qpn <= UCT_SYNCMEM_QPN_MAX));
-            ep->state = UCT_SYNCMEM_EP_CONNECTED;
+            ep->cm.rep = UCT_SYNCMEM_CM_REP_TAKEN;
+            ep->state  = UCT_SYNCMEM_EP_CONNECTED;
         }
         break;
     case 2: /* the link broke: the same connection, next generation */
         if (ep->state == UCT_SYNCMEM_EP_CONNECTED) {
-            ep->state = UCT_SYNCMEM_EP_RECONNECTING;
+            ep->state = UCT_SYNCMEM_EP_RECONN_WAIT_BOTH;
             ++ep->cm.gen;
-            ep->cm.replied = 0;
+            ep->cm.rep = UCT_SYNCMEM_CM_REP_NONE;
         }
         break;
     case 3:

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The endpoint's state machine (uct_syncmem/syncmem_ep_fsm.c): every cell
 // of the table in that file's header, read from it, for every value of the
-// guards' inputs; the notes' cells one by one; whole lives of an endpoint. Pure: no device, no endpoint.
+// guards' inputs; the notes' cells one by one; doc/design.md showing the
+// same table; whole lives of an endpoint. Pure: no device, no endpoint.
 #include <gtest/gtest.h>
 
 extern "C" {
@@ -160,6 +161,30 @@ std::vector<std::string> source_table()
     return table;
 }
 
+// The fenced block of doc/design.md that holds the grids.
+std::vector<std::string> design_table()
+{
+    std::vector<std::string> all = read_lines(SYNCMEM_SRCDIR "/doc/design.md");
+    std::vector<std::string> block;
+    bool fenced = false, found = false;
+
+    for (const std::string &l : all) {
+        if (l.compare(0, 3, "```") == 0) {
+            if (fenced && found) {
+                break;
+            }
+            fenced = !fenced;
+            block.clear();
+            continue;
+        }
+        if (fenced) {
+            block.push_back(rstrip(l));
+            found = found || (l.find("event \\ state") != std::string::npos);
+        }
+    }
+    return found ? block : std::vector<std::string>();
+}
+
 struct cell {
     bool        guarded;  // "(x)": a note decides
     std::string act;      // "" with no action
@@ -293,6 +318,14 @@ TEST(ep_fsm, every_cell_of_the_table)
         EXPECT_EQ(A(NONE), o.act) << uct_syncmem_ep_ev_names[e];
         EXPECT_EQ(S(STATE_LAST), o.next) << uct_syncmem_ep_ev_names[e];
     }
+}
+
+TEST(ep_fsm, design_md_shows_the_same_table)
+{
+    std::vector<std::string> doc = design_table(), src = source_table();
+
+    ASSERT_FALSE(doc.empty()) << "no table in doc/design.md";
+    EXPECT_EQ(src, doc);
 }
 
 // (c): the first connect's timer
