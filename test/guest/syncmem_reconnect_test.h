@@ -405,11 +405,11 @@ protected:
         char buf[512];
 
         snprintf(buf, sizeof(buf),
-                 "ep state %d rc.state %d tx.sn %u acked_sn %u signaled_sn %u"
+                 "ep state %d tx.sn %u acked_sn %u signaled_sn %u"
                  " available %d outstanding %zu; fail_sn %u old_last_sn %u"
                  " lost %u; QP 0x%x state %d, old QP %s (state %d);"
-                 " cm.replied %d resumed %d gen %u",
-                 ep->state, ep->rc.state, ep->tx.sn, ep->tx.acked_sn,
+                 " cm.rep %d gen %u",
+                 ep->state, ep->tx.sn, ep->tx.acked_sn,
                  ep->tx.signaled_sn, ep->tx.available,
                  ucs_queue_length(&ep->tx.outstanding), ep->rc.fail_sn,
                  ep->rc.old_last_sn, ep->rc.lost, ep->qp->qp_num,
@@ -417,7 +417,7 @@ protected:
                  (ep->rc.old_qp != nullptr) ? "present" : "none",
                  (ep->rc.old_qp != nullptr) ?
                  (int)uct_syncmem_qp_query(ep->rc.old_qp, &rq_psn) : -1,
-                 ep->cm.replied, ep->cm.resumed, ep->cm.gen);
+                 ep->cm.rep, ep->cm.gen);
         return buf + qp_psns(ep);
     }
 
