@@ -204,6 +204,9 @@ typedef struct uct_syncmem_desc {
 
 
 #define UCT_SYNCMEM_PSN_MASK  0xffffffu /* PSNs are 24 bits */
+#define UCT_SYNCMEM_RESUME_MAX_PKTS 128 /* Soft-RoCE's unacknowledged PSNs:
+                                          a longer request is not resumed
+                                          (uct_syncmem_replay_resume_risk) */
 /* Largest inline request: the smallest path MTU, so that each is one packet
  * (one PSN: the fast path counts them without looking at the MTU). */
 #define UCT_SYNCMEM_MAX_INLINE 256

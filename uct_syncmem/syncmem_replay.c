@@ -161,18 +161,30 @@ ucs_status_t uct_syncmem_ep_lost_status(uct_syncmem_ep_t *ep)
  *    that fetched what an earlier one had)
  * An atomic first, or after atomics only, is answered from the responder's
  * resources, at its own PSN: that one is safe to resume.
+ * And one way it stalls: a request of more than RXE_MAX_UNACKED_PSNS (128)
+ * packets, which the peer ran past. The requester sends at most 128
+ * packets beyond the last acknowledged; the peer answers each duplicate
+ * with an ACK of its last PSN, past that request, and the completer
+ * ignores an ACK past a request it is still sending (check_psn: COMPST_DONE).
+ * Nothing moves until the retries run out, seconds later.
+ * (test/guest/test_reconnect_order.cc: a 256 KiB put first to be resumed)
  * A new QP pair leaves the peer's old QP and its answers behind.
  */
 const char *uct_syncmem_replay_resume_risk(const uct_syncmem_ep_t *ep,
                                            uint16_t first, uint16_t last)
 {
     int other = 0; /* a request before sn that is neither */
+    const uct_syncmem_replay_t *e;
     uint8_t opcode;
     uint16_t sn;
 
     for (sn = first; UCS_CIRCULAR_COMPARE16(sn, <=, last); ++sn) {
-        opcode = uct_syncmem_replay_entry(ep, sn)->opcode;
-        if (opcode == IBV_WR_RDMA_READ) {
+        e      = uct_syncmem_replay_entry(ep, sn);
+        opcode = e->opcode;
+        if (uct_syncmem_wr_npkts(ep, opcode, e->length) >
+            UCT_SYNCMEM_RESUME_MAX_PKTS) {
+            return "a request of more than 128 packets";
+        } else if (opcode == IBV_WR_RDMA_READ) {
             return "a get of unknown outcome";
         } else if (!uct_syncmem_opcode_is_atomic(opcode)) {
             other = 1;

@@ -162,6 +162,17 @@ TEST_F(replay_ring, what_a_resume_must_not_take_on)
             EXPECT_STREQ(c.why, why);
         }
     }
+    // a request of more than 128 packets (Soft-RoCE stalls on it); 128
+    // is fine. (mtu_shift 10: 1024-byte packets)
+    ibv_sge big = { 0x5000, 128 * 1024, 11 };
+    ibv_send_wr put128 = rdma(IBV_WR_RDMA_WRITE, &big, 1);
+    syncmem_test_replay_save(m_ep, &put128, 3);
+    EXPECT_EQ(nullptr, uct_syncmem_replay_resume_risk(m_ep, 3, 3));
+    big.length = 128 * 1024 + 1;
+    syncmem_test_replay_save(m_ep, &put128, 3);
+    EXPECT_STREQ("a request of more than 128 packets",
+                 uct_syncmem_replay_resume_risk(m_ep, 3, 3));
+
     // only the requests asked about count
     syncmem_test_replay_save(m_ep, &put, 1);
     syncmem_test_replay_save(m_ep, &fadd, 2);
