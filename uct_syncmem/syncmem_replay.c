@@ -183,7 +183,8 @@ const char *uct_syncmem_replay_resume_risk(const uct_syncmem_ep_t *ep,
         opcode = e->opcode;
         if (uct_syncmem_wr_npkts(ep, opcode, e->length) >
             UCT_SYNCMEM_RESUME_MAX_PKTS) {
-            return "a request of more than 128 packets";
+            return "a request of more than "
+                   UCS_PP_MAKE_STRING(UCT_SYNCMEM_RESUME_MAX_PKTS) " packets";
         } else if (opcode == IBV_WR_RDMA_READ) {
             return "a get of unknown outcome";
         } else if (!uct_syncmem_opcode_is_atomic(opcode)) {

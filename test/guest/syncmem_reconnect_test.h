@@ -421,26 +421,15 @@ protected:
         return buf + qp_psns(ep);
     }
 
-    // The send PSN the QP is at and the one the model counts; the receive
-    // PSN the peer's QP expects (it is in this process: m_receiver's).
+    // The send PSN the QP is at, and the one the replay ring counts.
     std::string qp_psns(uct_syncmem_ep_t *ep) {
-        auto *peer_iface = ucs_derived_of(m_receiver, uct_syncmem_iface_t);
-        struct ibv_qp_attr attr = {}, peer = {};
+        struct ibv_qp_attr attr = {};
         struct ibv_qp_init_attr init;
-        char buf[256];
+        char buf[128];
 
-        ibv_query_qp(ep->qp, &attr, IBV_QP_SQ_PSN | IBV_QP_STATE, &init);
-        khiter_t it = kh_get(uct_syncmem_qp_eps, &peer_iface->qp_eps,
-                             ep->cm.peer_rc_qpn);
-        int found   = (it != kh_end(&peer_iface->qp_eps));
-        if (found) {
-            ibv_query_qp(kh_value(&peer_iface->qp_eps, it)->qp, &peer,
-                         IBV_QP_RQ_PSN | IBV_QP_STATE, &init);
-        }
-        snprintf(buf, sizeof(buf), "; sq_psn %u, model's next PSN %u;"
-                 " peer QP 0x%x %s rq_psn %u state %d", attr.sq_psn,
-                 ep->rc.next_psn & 0xffffff, ep->cm.peer_rc_qpn,
-                 found ? "found" : "not found", peer.rq_psn, peer.qp_state);
+        ibv_query_qp(ep->qp, &attr, IBV_QP_SQ_PSN, &init);
+        snprintf(buf, sizeof(buf), "; sq_psn %u, the ring's next PSN %u",
+                 attr.sq_psn, ep->rc.next_psn & UCT_SYNCMEM_PSN_MASK);
         return buf;
     }
 
