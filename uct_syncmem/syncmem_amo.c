@@ -24,7 +24,7 @@
  * completions: never a wait inside a post call, many in flight per
  * endpoint, and flush waits for them (ep->amo_inflight).
  */
-#include "syncmem.h"
+#include "syncmem_ep.h"
 #include "syncmem_tx.inl"
 
 #include <string.h>

@@ -48,7 +48,8 @@
  * REP (connects its QP) from its own progress, since only it may change an
  * endpoint's state.
  */
-#include "syncmem_cm.h"
+#include "syncmem_ep.h"
+#include "syncmem_qp.h"
 
 #include <ucs/async/async.h>
 #include <ucs/time/time.h>
@@ -183,7 +184,7 @@ void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep)
 
     uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REQ, ep->cm.peer_iface_id,
                             ep->cm.conn_id, ep->cm.gen, ep->qp->qp_num, &msg);
-    msg.flags = ep->rc.resume ? UCT_SYNCMEM_CM_F_RESUME : 0;
+    msg.flags = ep->reconnect.resume ? UCT_SYNCMEM_CM_F_RESUME : 0;
     uct_syncmem_cm_send(iface, ep->cm.ah, ep->cm.peer_cm_qpn, &msg);
 }
 

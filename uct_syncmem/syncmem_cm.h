@@ -11,6 +11,38 @@
 #include "syncmem.h"
 #include "syncmem_addr.h"
 
+/* Handshake state of an iface; see syncmem_cm.c. */
+typedef struct uct_syncmem_cm {
+    struct ibv_comp_channel *channel; /* wakes the async handler */
+    struct ibv_cq    *cq;
+    struct ibv_qp    *qp;            /* UD */
+    struct ibv_mr    *mr;
+    void             *bufs;
+    unsigned         send_head;      /* next send slot */
+    unsigned         sends_posted;
+    uint64_t         next_conn_id;
+    unsigned         connecting;     /* endpoints waiting for a reply */
+    ucs_list_link_t  passive;        /* uct_syncmem_cm_passive_t */
+    int              keepalive_id;   /* async timer; -1: none */
+    unsigned         probes_posted;  /* keepalive writes in flight */
+    struct uct_syncmem_cm_retired_ah *retired;
+    struct uct_syncmem_cm_tomb *tombs; /* passive QPs the keepalive freed */
+    unsigned         num_tombs;
+    unsigned         half_open;      /* passive, no keepalive answered yet */
+    unsigned         dropped;        /* messages dropped, not yet reported */
+    unsigned         refused;        /* REQs refused, not yet reported */
+    ucs_time_t       drop_report_time;
+    int              fault_id;       /* FAULT_QP_ERROR timer; -1: none */
+} uct_syncmem_cm_t;
+
+/* syncmem_cm.c */
+ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface);
+void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface);
+ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep);
+void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep);
+void uct_syncmem_cm_reconnect(uct_syncmem_ep_t *ep);
+void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep);
+
 #define UCT_SYNCMEM_CM_GRH_LEN  40          /* UD receives start with it */
 #define UCT_SYNCMEM_CM_SLOT     128
 #define UCT_SYNCMEM_CM_TOMBS    64          /* released connections kept */

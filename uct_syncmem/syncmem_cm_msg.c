@@ -17,7 +17,7 @@
  * most half of them: a flood from one process cannot lock out the others.
  * A REQ over the cap is dropped; its sender retransmits.
  */
-#include "syncmem_cm.h"
+#include "syncmem_ep.h"
 
 #include <string.h>
 

@@ -5,7 +5,7 @@
  * man page's settings section is generated from it
  * (contrib/tools/gen-manpage.sh).
  */
-#include "syncmem.h"
+#include "syncmem_iface.h"
 
 
 ucs_config_field_t uct_syncmem_iface_config_table[] = {

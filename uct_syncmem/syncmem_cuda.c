@@ -26,7 +26,7 @@
 #ifndef _GNU_SOURCE
 #  define _GNU_SOURCE  /* dl_iterate_phdr */
 #endif
-#include "syncmem.h"
+#include "syncmem_md.h"
 #include "syncmem_cuda.h"
 
 #include <ucs/datastruct/khash.h>
@@ -466,7 +466,7 @@ static void uct_syncmem_cuda_region_destroy(uct_syncmem_md_t *md,
     }
     ucs_debug("syncmem: %s released CUDA buffer %lu, 0x%lx..0x%lx", md->name,
               region->buffer_id, region->start, region->start + region->size);
-    uct_syncmem_dereg_mr(region->memh.mr);
+    uct_syncmem_mr_dereg(region->memh.mr);
     ucs_free(region);
 }
 
@@ -537,7 +537,7 @@ void uct_syncmem_cuda_cleanup(uct_syncmem_md_t *md)
             ucs_warn("syncmem: %s closed with CUDA registration of buffer %lu"
                      " still in use", md->name, region->buffer_id);
         }
-        uct_syncmem_dereg_mr(region->memh.mr);
+        uct_syncmem_mr_dereg(region->memh.mr);
         ucs_free(region);
     })
     kh_destroy_inplace(uct_syncmem_cuda_regions, &md->cuda->regions);
@@ -559,7 +559,7 @@ uct_syncmem_cuda_region_reg(uct_syncmem_md_t *md,
 
     if (!md->dmabuf || !uct_syncmem_cuda.dmabuf) {
         /* a peer-memory module resolves device pointers in ibv_reg_mr */
-        return uct_syncmem_reg_mr(md, (void*)span->iova, span->length, access,
+        return uct_syncmem_mr_reg(md, (void*)span->iova, span->length, access,
                                   level, mr_p);
     }
 
@@ -576,7 +576,7 @@ uct_syncmem_cuda_region_reg(uct_syncmem_md_t *md,
                 uct_syncmem_cu_error(res));
         status = UCS_ERR_UNSUPPORTED;
     } else {
-        status = uct_syncmem_reg_dmabuf_mr(md, fd, span->offset, span->length,
+        status = uct_syncmem_mr_reg_dmabuf(md, fd, span->offset, span->length,
                                            span->iova, access,
                                            md->peermem ? UCS_LOG_LEVEL_DEBUG :
                                            level, mr_p);
@@ -587,7 +587,7 @@ uct_syncmem_cuda_region_reg(uct_syncmem_md_t *md,
         ucs_debug("syncmem: %s: dma-buf registration of CUDA buffer 0x%lx"
                   " failed, trying the peer-memory module", md->name,
                   buf->start);
-        status = uct_syncmem_reg_mr(md, (void*)span->iova, span->length,
+        status = uct_syncmem_mr_reg(md, (void*)span->iova, span->length,
                                     access, level, mr_p);
     }
     return status;
@@ -644,7 +644,7 @@ uct_syncmem_cuda_region_create(uct_syncmem_md_t *md,
     it = kh_put(uct_syncmem_cuda_regions, &cache->regions, buf->buffer_id,
                 &ret);
     if (ret < 0) {
-        uct_syncmem_dereg_mr(region->memh.mr);
+        uct_syncmem_mr_dereg(region->memh.mr);
         ucs_free(region);
         return UCS_ERR_NO_MEMORY;
     }

@@ -6,7 +6,7 @@
  * as UCX's own verbs transports name them ("rxe0:1", "mlx5_0:1"), so that
  * UCX_NET_DEVICES selects syncmem and rc_verbs on the same ports alike.
  */
-#include "syncmem.h"
+#include "syncmem_iface.h"
 #include "syncmem_addr.h"
 
 #include <ucs/sys/string.h>

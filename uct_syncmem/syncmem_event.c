@@ -15,7 +15,7 @@
  * connecting also answer BUSY, because handshake retransmissions are timed
  * from progress.
  */
-#include "syncmem.h"
+#include "syncmem_ep.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,22 +44,6 @@ ucs_status_t uct_syncmem_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
 {
     *fd_p = ucs_derived_of(tl_iface, uct_syncmem_iface_t)->channel->fd;
     return UCS_OK;
-}
-
-unsigned uct_syncmem_iface_unstash(uct_syncmem_iface_t *iface)
-{
-    unsigned count = 0;
-
-    if (iface->stashed & UCS_BIT(UCT_SYNCMEM_DIR_RX)) {
-        uct_syncmem_rx_handle(iface, &iface->stash[UCT_SYNCMEM_DIR_RX]);
-        ++count;
-    }
-    if (iface->stashed & UCS_BIT(UCT_SYNCMEM_DIR_TX)) {
-        uct_syncmem_tx_handle(iface, &iface->stash[UCT_SYNCMEM_DIR_TX]);
-        ++count;
-    }
-    iface->stashed = 0;
-    return count;
 }
 
 /* Arm one CQ; BUSY if it already holds a completion (kept for progress). */

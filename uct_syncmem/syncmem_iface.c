@@ -5,7 +5,8 @@
  * The iface owns what its endpoints share: the send CQ, bounce buffers,
  * the pending arbiter and the handshake QP (syncmem_cm.c).
  */
-#include "syncmem.h"
+#include "syncmem_ep.h"
+#include "syncmem_qp.h"
 #include "syncmem_addr.h"
 
 #include <ucs/sys/string.h>
@@ -17,7 +18,8 @@
 
 
 /* One send completion: retire the endpoint's requests up to it. */
-void uct_syncmem_tx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
+static void uct_syncmem_tx_handle(uct_syncmem_iface_t *iface,
+                                  const struct ibv_wc *wc)
 {
     khiter_t it;
 
@@ -32,6 +34,24 @@ void uct_syncmem_tx_handle(uct_syncmem_iface_t *iface, const struct ibv_wc *wc)
     } else {
         uct_syncmem_ep_tx_error(kh_value(&iface->qp_eps, it), wc);
     }
+}
+
+/* The completions uct_syncmem_iface_event_arm found in a CQ it meant to
+ * arm (syncmem_event.c): handled here, at the next progress. */
+static unsigned uct_syncmem_iface_unstash(uct_syncmem_iface_t *iface)
+{
+    unsigned count = 0;
+
+    if (iface->stashed & UCS_BIT(UCT_SYNCMEM_DIR_RX)) {
+        uct_syncmem_rx_handle(iface, &iface->stash[UCT_SYNCMEM_DIR_RX]);
+        ++count;
+    }
+    if (iface->stashed & UCS_BIT(UCT_SYNCMEM_DIR_TX)) {
+        uct_syncmem_tx_handle(iface, &iface->stash[UCT_SYNCMEM_DIR_TX]);
+        ++count;
+    }
+    iface->stashed = 0;
+    return count;
 }
 
 static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
@@ -537,7 +557,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     }
     self->config.fault_qp_error     = config->fault_qp_error;
     self->config.verify             = config->verify;
-    /* room in the QP for the drain of a failing endpoint (syncmem_ep.c),
+    /* room in the QP for the drain of a failing endpoint (syncmem_ep_tx.c),
      * and with VERIFY for the read-back a verified put may add */
     self->config.tx_queue_len       = ucs_min(self->config.tx_queue_len,
                                               (unsigned)dev->max_qp_wr - 1 -
@@ -684,8 +704,6 @@ static UCS_CLASS_DEFINE_NEW_FUNC(uct_syncmem_iface_t, uct_iface_t, uct_md_h,
                                  const uct_iface_config_t*);
 static UCS_CLASS_DEFINE_DELETE_FUNC(uct_syncmem_iface_t, uct_iface_t);
 
-UCS_CLASS_DECLARE_NEW_FUNC(uct_syncmem_ep_t, uct_ep_t, const uct_ep_params_t*);
-UCS_CLASS_DECLARE_DELETE_FUNC(uct_syncmem_ep_t, uct_ep_t);
 
 static uct_iface_ops_t uct_syncmem_iface_ops = {
     .ep_put_short             = uct_syncmem_ep_put_short,

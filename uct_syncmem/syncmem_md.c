@@ -6,7 +6,8 @@
  * the device context and protection domain; interfaces (one per port) and
  * memory registrations hang off it.
  */
-#include "syncmem.h"
+#include "syncmem_md.h"
+#include "syncmem_iface.h"
 
 #include <ucs/algorithm/crc.h>
 
@@ -285,91 +286,6 @@ ucs_status_t uct_syncmem_md_query(uct_md_h tl_md, uct_syncmem_md_attr_t *attr)
     return UCS_OK;
 }
 
-/* Verbs access for what the caller asked for, and no more. Verbs wants
- * local write with remote write or atomics. No access bits at all means
- * every access, as with UCX's own verbs MD. */
-int uct_syncmem_md_access(unsigned flags)
-{
-    int access = 0;
-
-    if (!(flags & UCT_MD_MEM_ACCESS_ALL)) {
-        flags |= UCT_MD_MEM_ACCESS_ALL;
-    }
-    if (flags & UCT_MD_MEM_ACCESS_LOCAL_WRITE) {
-        access |= IBV_ACCESS_LOCAL_WRITE;
-    }
-    if (flags & UCT_MD_MEM_ACCESS_REMOTE_PUT) {
-        access |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-    }
-    if (flags & UCT_MD_MEM_ACCESS_REMOTE_GET) {
-        access |= IBV_ACCESS_REMOTE_READ;
-    }
-    if (flags & UCT_MD_MEM_ACCESS_REMOTE_ATOMIC) {
-        access |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
-    }
-    return access;
-}
-
-ucs_status_t uct_syncmem_reg_mr(uct_syncmem_md_t *md, void *address,
-                                size_t length, int access,
-                                ucs_log_level_t level, struct ibv_mr **mr_p)
-{
-    struct ibv_mr *mr;
-
-    mr = ibv_reg_mr(md->pd, address, length, access);
-    if (mr != NULL) {
-        *mr_p = mr;
-        return UCS_OK;
-    }
-
-    switch (errno) {
-    case EFAULT:
-        ucs_log(level, "syncmem: ibv_reg_mr(%p, %zu, access 0x%x) on %s:"
-                " memory is not mapped%s", address, length, access, md->name,
-                (access & IBV_ACCESS_LOCAL_WRITE) ?
-                " or not writable (asked for write access)" : "");
-        return UCS_ERR_INVALID_ADDR;
-    case ENOMEM:
-    case EAGAIN:
-        ucs_log(level, "syncmem: ibv_reg_mr(%p, %zu) on %s: out of memory;"
-                " check 'ulimit -l' (locked memory)", address, length,
-                md->name);
-        return UCS_ERR_NO_MEMORY;
-    default:
-        ucs_log(level, "syncmem: ibv_reg_mr(%p, %zu, access 0x%x) on %s"
-                " failed: %m", address, length, access, md->name);
-        return UCS_ERR_IO_ERROR;
-    }
-}
-
-ucs_status_t uct_syncmem_reg_dmabuf_mr(uct_syncmem_md_t *md, int fd,
-                                       uint64_t offset, size_t length,
-                                       uintptr_t iova, int access,
-                                       ucs_log_level_t level,
-                                       struct ibv_mr **mr_p)
-{
-    ucs_status_t status;
-    struct ibv_mr *mr;
-
-    mr = ibv_reg_dmabuf_mr(md->pd, offset, length, iova, fd, access);
-    if (mr != NULL) {
-        *mr_p = mr;
-        return UCS_OK;
-    }
-
-    if ((errno == EOPNOTSUPP) || (errno == ENOSYS)) {
-        ucs_log(level, "syncmem: ibv_reg_dmabuf_mr(fd %d, %zu bytes) on %s:"
-                " %m; this device (its kernel driver or rdma-core provider)"
-                " does not take dma-bufs", fd, length, md->name);
-        return UCS_ERR_UNSUPPORTED;
-    }
-    status = (errno == ENOMEM) ? UCS_ERR_NO_MEMORY : UCS_ERR_IO_ERROR;
-    ucs_log(level, "syncmem: ibv_reg_dmabuf_mr(fd %d, offset %lu, %zu bytes,"
-            " access 0x%x) on %s failed: %m", fd, offset, length, access,
-            md->name);
-    return status;
-}
-
 ucs_status_t uct_syncmem_md_mem_reg_dmabuf(uct_md_h tl_md, int fd,
                                            uint64_t offset, size_t length,
                                            void *address, unsigned flags,
@@ -384,9 +300,9 @@ ucs_status_t uct_syncmem_md_mem_reg_dmabuf(uct_md_h tl_md, int fd,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = uct_syncmem_reg_dmabuf_mr(md, fd, offset, length,
+    status = uct_syncmem_mr_reg_dmabuf(md, fd, offset, length,
                                        (uintptr_t)address,
-                                       uct_syncmem_md_access(flags),
+                                       uct_syncmem_mr_access(flags),
                                        uct_md_reg_log_lvl(flags), &memh->mr);
     if (status != UCS_OK) {
         ucs_free(memh);
@@ -415,19 +331,6 @@ static int uct_syncmem_md_probe_dmabuf(uct_syncmem_md_t *md)
     return supported;
 }
 
-void uct_syncmem_dereg_mr(struct ibv_mr *mr)
-{
-    void *address = mr->addr;
-    int ret;
-
-    ret = ibv_dereg_mr(mr);
-    if (ret) {
-        /* nothing to give back to: the caller's handle is gone either way */
-        ucs_warn("syncmem: ibv_dereg_mr(%p) failed: %s", address,
-                 strerror(ret));
-    }
-}
-
 static ucs_status_t uct_syncmem_mem_reg(uct_md_h tl_md, void *address,
                                         size_t length,
                                         UCT_SYNCMEM_MEM_REG_ARGS,
@@ -436,7 +339,7 @@ static ucs_status_t uct_syncmem_mem_reg(uct_md_h tl_md, void *address,
     unsigned         flags  = UCT_SYNCMEM_MEM_REG_FLAGS;
     uct_syncmem_md_t *md    = ucs_derived_of(tl_md, uct_syncmem_md_t);
     ucs_log_level_t  level  = uct_md_reg_log_lvl(flags);
-    int              access = uct_syncmem_md_access(flags);
+    int              access = uct_syncmem_mr_access(flags);
     uct_syncmem_mem_t *memh;
     ucs_status_t status;
 
@@ -478,7 +381,7 @@ static ucs_status_t uct_syncmem_mem_reg(uct_md_h tl_md, void *address,
         return UCS_ERR_NO_MEMORY;
     }
 
-    status = uct_syncmem_reg_mr(md, address, length, access, level, &memh->mr);
+    status = uct_syncmem_mr_reg(md, address, length, access, level, &memh->mr);
     if (status != UCS_OK) {
         ucs_free(memh);
         return status;
@@ -506,7 +409,7 @@ uct_syncmem_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
         return UCS_OK;
     }
 
-    uct_syncmem_dereg_mr(memh->mr);
+    uct_syncmem_mr_dereg(memh->mr);
     ucs_free(memh);
     return UCS_OK;
 }

@@ -21,7 +21,7 @@
  * (it only sets bits); each iface takes its bits in progress, with the
  * watchdog's (iface->check_due).
  */
-#include "syncmem.h"
+#include "syncmem_ep.h"
 
 #include <ucs/async/async.h>
 #include <errno.h>

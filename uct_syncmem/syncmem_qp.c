@@ -5,7 +5,8 @@
  * Each endpoint owns one RC QP; its peer iface owns the matching passive
  * QP (syncmem_cm.c). Both are built here so that their attributes agree.
  */
-#include "syncmem.h"
+#include "syncmem_qp.h"
+#include "syncmem_ep.h"
 
 #include <errno.h>
 #include <string.h>

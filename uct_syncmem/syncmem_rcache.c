@@ -16,7 +16,8 @@
  * everything (PROT_WRITE). UCX_SYNCMEM_RCACHE=n gives registrations no
  * broader than asked, at the full cost of each.
  */
-#include "syncmem.h"
+#include "syncmem_md.h"
+#include "syncmem_hooks.h"
 
 #include <ucs/arch/atomic.h>
 #include <ucs/sys/math.h>
@@ -84,7 +85,7 @@ static ucs_status_t uct_syncmem_rcache_mem_reg_cb(void *context,
     }
 
     /* a merged region may fail where its parts did not: rcache retries */
-    status = uct_syncmem_reg_mr(md, (void*)rregion->super.start,
+    status = uct_syncmem_mr_reg(md, (void*)rregion->super.start,
                                 rregion->super.end - rregion->super.start,
                                 access, merged ? UCS_LOG_LEVEL_DEBUG :
                                 get->level, &region->memh.mr);
@@ -110,7 +111,7 @@ static void uct_syncmem_rcache_mem_dereg_cb(void *context, ucs_rcache_t *rcache,
     } else if (!md->closing) {
         ucs_atomic_add64(&md->rcache_counters.invalidations, 1);
     }
-    uct_syncmem_dereg_mr(region->memh.mr);
+    uct_syncmem_mr_dereg(region->memh.mr);
 }
 
 static void uct_syncmem_rcache_dump_region_cb(void *context,

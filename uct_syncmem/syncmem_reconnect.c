@@ -40,7 +40,9 @@
  * error handler) runs outside the async lock; the rest under it, for what
  * the async handler reads (the generation, the REP, the QP).
  */
-#include "syncmem.h"
+#include "syncmem_ep.h"
+#include "syncmem_qp.h"
+#include "syncmem_hooks.h"
 #include "syncmem_cm.h"
 
 #include <ucs/async/async.h>
@@ -91,37 +93,39 @@ static ucs_status_t uct_syncmem_reconnect_start(uct_syncmem_ep_t *ep,
     kh_value(&iface->qp_eps, it) = ep;
 
     /* requests not rung yet are posted on the new QP with the others */
-    ep->rc.fail_sn     = sn;
-    ep->rc.old_last_sn = uct_syncmem_ep_rung_sn(ep);
-    ep->tx.rung_sn     = ep->tx.sn;
+    ep->reconnect.fail_sn     = sn;
+    ep->reconnect.old_last_sn = uct_syncmem_ep_rung_sn(ep);
+    ep->tx.rung_sn            = ep->tx.sn;
     ucs_list_del(&ep->db_list);
     ucs_list_head_init(&ep->db_list);
-    ep->rc.started     = ucs_get_time();
-    ep->rc.deadline    = ep->rc.started + iface->config.reconnect_timeout;
+    ep->reconnect.started     = ucs_get_time();
+    ep->reconnect.deadline    = ep->reconnect.started +
+                                iface->config.reconnect_timeout;
 
     if (!iface->config.reconnect_resume) {
         why = "UCX_SYNCMEM_RECONNECT_RESUME=n";
-    } else if (ep->rc.stalls != 0) {
+    } else if (ep->wd.stalls != 0) {
         why = "the QP had stalled";
-    } else if (ep->rc.resumed_once && (ep->rc.resumed_sn == sn)) {
+    } else if (ep->reconnect.resumed_once &&
+               (ep->reconnect.resumed_sn == sn)) {
         why = "it failed there after a resume";
     } else {
-        why = uct_syncmem_replay_resume_risk(ep, sn, ep->rc.old_last_sn);
+        why = uct_syncmem_replay_resume_risk(ep, sn, ep->reconnect.old_last_sn);
     }
-    ep->rc.resume = (why == NULL);
-    uct_syncmem_qp_query(ep->qp, &ep->rc.old_rq_psn);
+    ep->reconnect.resume = (why == NULL);
+    uct_syncmem_qp_query(ep->qp, &ep->reconnect.old_rq_psn);
 
     ucs_diag("syncmem: ep %p: QP 0x%x to iface 0x%" PRIx64 " failed at"
              " request %u (%s); reconnecting, %u requests to post again,"
              " %s%s (UCX_SYNCMEM_RECONNECT_TIMEOUT=%.1fs)", ep, wc->qp_num,
              ep->cm.peer_iface_id, sn, ibv_wc_status_str(wc->status),
              (uint16_t)(ep->tx.sn - sn + 1),
-             ep->rc.resume ? "asking to resume" : "on a new QP: ",
-             ep->rc.resume ? "" : why,
+             ep->reconnect.resume ? "asking to resume" : "on a new QP: ",
+             ep->reconnect.resume ? "" : why,
              ucs_time_to_sec(iface->config.reconnect_timeout));
 
-    ep->rc.old_qp = ep->qp;
-    ep->qp        = qp;
+    ep->reconnect.old_qp = ep->qp;
+    ep->qp               = qp;
     uct_syncmem_cm_reconnect(ep);
     return UCS_OK;
 }
@@ -134,23 +138,23 @@ static ucs_status_t uct_syncmem_reconnect_resume(uct_syncmem_ep_t *ep,
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    uint32_t sq_psn            = (ep->rc.next_psn -
-                                  uct_syncmem_replay_npkts(ep, ep->rc.fail_sn,
-                                                           count)) &
+    uint32_t sq_psn            = (ep->replay.next_psn -
+                                  uct_syncmem_replay_npkts(
+                                          ep, ep->reconnect.fail_sn, count)) &
                                  UCT_SYNCMEM_PSN_MASK;
     struct ibv_qp *spare       = ep->qp;
     ucs_status_t status;
 
-    status = uct_syncmem_qp_resume(iface, ep->rc.old_qp, &ep->cm.peer,
+    status = uct_syncmem_qp_resume(iface, ep->reconnect.old_qp, &ep->cm.peer,
                                    ep->cm.peer_rc_qpn, sq_psn,
-                                   ep->rc.old_rq_psn);
+                                   ep->reconnect.old_rq_psn);
     if (status != UCS_OK) {
         return status;
     }
-    ep->qp              = ep->rc.old_qp;
-    ep->rc.old_qp       = spare; /* destroyed next, as the old one would be */
-    ep->rc.resumed_sn   = ep->rc.fail_sn;
-    ep->rc.resumed_once = 1;
+    ep->qp                     = ep->reconnect.old_qp;
+    ep->reconnect.old_qp       = spare; /* destroyed next, as the old would */
+    ep->reconnect.resumed_sn   = ep->reconnect.fail_sn;
+    ep->reconnect.resumed_once = 1;
     return UCS_OK;
 }
 
@@ -161,8 +165,9 @@ static ucs_status_t uct_syncmem_reconnect_finish(uct_syncmem_ep_t *ep,
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    unsigned lost              = ep->rc.lost;
-    uint16_t count             = ep->tx.sn - ep->rc.fail_sn + 1; /* again */
+    unsigned lost              = ep->lost.count;
+    uint16_t count             = ep->tx.sn - ep->reconnect.fail_sn +
+                                 1; /* posted again */
     ucs_status_t status;
 
     if (resumed) {
@@ -171,14 +176,15 @@ static ucs_status_t uct_syncmem_reconnect_finish(uct_syncmem_ep_t *ep,
         status = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
                                         ep->cm.peer_rc_qpn);
         /* a new QP starts at PSN 0 */
-        ep->rc.next_psn = uct_syncmem_replay_npkts(ep, ep->rc.fail_sn, count);
+        ep->replay.next_psn = uct_syncmem_replay_npkts(
+                ep, ep->reconnect.fail_sn, count);
     }
     if (status != UCS_OK) {
         return status;
     }
     uct_syncmem_replay_destroy_old_qp(ep);
 
-    status = uct_syncmem_replay_post(ep, ep->rc.fail_sn, count,
+    status = uct_syncmem_replay_post(ep, ep->reconnect.fail_sn, count,
                                      resumed ? UCT_SYNCMEM_POST_RESUMED :
                                                UCT_SYNCMEM_POST_AGAIN);
     if (status != UCS_OK) {
@@ -189,14 +195,14 @@ static ucs_status_t uct_syncmem_reconnect_finish(uct_syncmem_ep_t *ep,
     ucs_diag("syncmem: ep %p: reconnected to iface 0x%" PRIx64 " after %.0f"
              " ms (%s), %u requests replayed, %u atomics of unknown outcome"
              " failed", ep, ep->cm.peer_iface_id,
-             ucs_time_to_msec(ucs_get_time() - ep->rc.started),
+             ucs_time_to_msec(ucs_get_time() - ep->reconnect.started),
              resumed ? "the same QPs, resumed" : "a new QP",
-             count, ep->rc.lost - lost);
-    if (ep->rc.lost > lost) {
+             count, ep->lost.count - lost);
+    if (ep->lost.count > lost) {
         ucs_warn("syncmem: ep %p: %u atomic operations may or may not have"
                  " run when the link to iface 0x%" PRIx64 " failed; they"
                  " report UCS_ERR_CONNECTION_RESET (not run again)", ep,
-                 ep->rc.lost - lost, ep->cm.peer_iface_id);
+                 ep->lost.count - lost, ep->cm.peer_iface_id);
     }
     uct_syncmem_ep_connected(ep);
     return UCS_OK;
@@ -222,7 +228,7 @@ static ucs_status_t uct_syncmem_reconnect_restart(uct_syncmem_ep_t *ep)
     ucs_diag("syncmem: ep %p: connecting to iface 0x%" PRIx64 " after its"
              " answer failed; asking again for a new QP", ep,
              ep->cm.peer_iface_id);
-    ep->rc.resume = 0;
+    ep->reconnect.resume = 0;
     uct_syncmem_cm_reconnect(ep);
     return UCS_OK;
 }
@@ -251,12 +257,12 @@ static void uct_syncmem_ep_fsm_inputs(const uct_syncmem_ep_t *ep,
     in->link_error    = (wc != NULL) &&
                         uct_syncmem_wc_is_link_error(wc->status);
     in->outstanding   = ep->tx.available < (int)iface->config.tx_queue_len;
-    in->resume_asked  = ep->rc.resume;
+    in->resume_asked  = ep->reconnect.resume;
     in->rep_resumed   = (rep == UCT_SYNCMEM_CM_REP_RESUMED);
     in->retry_due     = (now >= ep->cm.next_retry);
-    in->past_deadline = (now >= ep->rc.deadline);
+    in->past_deadline = (now >= ep->reconnect.deadline);
     /* a REQ at or after deadline - CM_TIMEOUT armed its retry past it */
-    in->last_try_sent = (ep->cm.next_retry >= ep->rc.deadline);
+    in->last_try_sent = (ep->cm.next_retry >= ep->reconnect.deadline);
     in->tries_left    = (ep->cm.retries_left > 0);
 }
 
@@ -333,7 +339,7 @@ static void uct_syncmem_ep_log_timeout(uct_syncmem_ep_t *ep, uint8_t from,
             "syncmem: ep %p: reconnect to iface 0x%" PRIx64 " gave up"
             " after %.1f s (%s); is the peer alive and its link up?"
             " UCX_SYNCMEM_RECONNECT_TIMEOUT sets how long to try", ep,
-            ep->cm.peer_iface_id, ucs_time_to_sec(now - ep->rc.started),
+            ep->cm.peer_iface_id, ucs_time_to_sec(now - ep->reconnect.started),
             (from == UCT_SYNCMEM_EP_RECONN_WAIT_BOTH) ||
             (from == UCT_SYNCMEM_EP_RECONN_WAIT_REP) ?
             "no answer to the connection request" :
@@ -474,7 +480,8 @@ ucs_status_t uct_syncmem_ep_fail(uct_syncmem_ep_t *ep, ucs_status_t status)
 static int uct_syncmem_ep_is_old_qp(const uct_syncmem_ep_t *ep,
                                     const struct ibv_wc *wc)
 {
-    return (ep->rc.old_qp != NULL) && (wc->qp_num == ep->rc.old_qp->qp_num);
+    return (ep->reconnect.old_qp != NULL) &&
+           (wc->qp_num == ep->reconnect.old_qp->qp_num);
 }
 
 /* A failed send completion of ep: ERROR, or of the QP being replaced (the
@@ -492,7 +499,7 @@ void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
             return; /* failed: the endpoint may be gone */
         }
     }
-    if (uct_syncmem_ep_is_old_qp(ep, wc) && (sn == ep->rc.old_last_sn)) {
+    if (uct_syncmem_ep_is_old_qp(ep, wc) && (sn == ep->reconnect.old_last_sn)) {
         uct_syncmem_ep_raise(ep, UCT_SYNCMEM_EP_EV_DRAINED, wc, UCS_OK,
                              UCT_SYNCMEM_CM_REP_NONE);
     }

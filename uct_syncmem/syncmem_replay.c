@@ -4,16 +4,16 @@
  * completes (uct_syncmem_replay_t, written by the operation: syncmem_tx.inl),
  * and what is built on it:
  *  - the doorbell of UCX_SYNCMEM_TX_DB_BATCH: requests kept in the ring
- *    only, posted as one chain (uct_syncmem_ep_ring);
+ *    only, posted as one chain (uct_syncmem_replay_ring; syncmem_doorbell.c);
  *  - a reconnect's replay: requests of unknown outcome posted again on the
  *    new or resumed QP, with the PSNs they had (syncmem_reconnect.c);
  *  - atomics whose outcome a reconnect lost: never posted twice, an empty
  *    write holds their place and they report UCS_ERR_CONNECTION_RESET;
  *  - the purge of an endpoint whose requests no CQ will report.
- * The fast path, the endpoint and the watchdog use only this file; the
- * reconnect state machine sits above it.
+ * Nothing here calls above the ring: a failure is returned, and the caller
+ * raises it to the endpoint's state machine.
  */
-#include "syncmem.h"
+#include "syncmem_ep.h"
 #include "syncmem_tx.inl"
 
 #include <string.h>
@@ -28,21 +28,24 @@ ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep)
     /* room for every request the send queue holds, and the drain */
     unsigned entries = ucs_roundup_pow2(iface->config.tx_queue_len + 2);
 
-    memset(&ep->rc, 0, sizeof(ep->rc));
+    memset(&ep->replay, 0, sizeof(ep->replay));
+    memset(&ep->lost, 0, sizeof(ep->lost));
     if (!iface->config.reconnect && (iface->config.db_batch <= 1)) {
         return UCS_OK;
     }
 
-    ep->rc.stride = sizeof(uct_syncmem_replay_t) + iface->config.replay_data;
-    ep->rc.ring   = ucs_calloc(entries, ep->rc.stride, "syncmem_replay");
-    if (ep->rc.ring == NULL) {
+    ep->replay.stride = sizeof(uct_syncmem_replay_t) +
+                        iface->config.replay_data;
+    ep->replay.ring   = ucs_calloc(entries, ep->replay.stride,
+                                   "syncmem_replay");
+    if (ep->replay.ring == NULL) {
         ucs_error("syncmem: no memory for the replay ring (%u entries of %u"
                   " bytes); lower UCX_SYNCMEM_TX_QUEUE_LEN or"
                   " UCX_SYNCMEM_TX_MAX_INLINE, or set UCX_SYNCMEM_RECONNECT=n",
-                  entries, ep->rc.stride);
+                  entries, ep->replay.stride);
         return UCS_ERR_NO_MEMORY;
     }
-    ep->rc.mask = entries - 1;
+    ep->replay.mask = entries - 1;
     return UCS_OK;
 }
 
@@ -52,23 +55,24 @@ void uct_syncmem_replay_destroy_old_qp(uct_syncmem_ep_t *ep)
                                                 uct_syncmem_iface_t);
     khiter_t it;
 
-    if (ep->rc.old_qp == NULL) {
+    if (ep->reconnect.old_qp == NULL) {
         return;
     }
 
-    it = kh_get(uct_syncmem_qp_eps, &iface->qp_eps, ep->rc.old_qp->qp_num);
+    it = kh_get(uct_syncmem_qp_eps, &iface->qp_eps,
+                ep->reconnect.old_qp->qp_num);
     if (it != kh_end(&iface->qp_eps)) {
         kh_del(uct_syncmem_qp_eps, &iface->qp_eps, it);
     }
-    ibv_destroy_qp(ep->rc.old_qp);
-    ep->rc.old_qp = NULL;
+    ibv_destroy_qp(ep->reconnect.old_qp);
+    ep->reconnect.old_qp = NULL;
 }
 
 void uct_syncmem_replay_ep_cleanup(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_replay_destroy_old_qp(ep);
-    ucs_free(ep->rc.ring);
-    ep->rc.ring = NULL;
+    ucs_free(ep->replay.ring);
+    ep->replay.ring = NULL;
 }
 
 /*
@@ -107,19 +111,19 @@ ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
                                       const uct_syncmem_op_t *op,
                                       ucs_status_t status)
 {
-    if ((status != UCS_OK) || (ep->rc.ring == NULL)) {
+    if ((status != UCS_OK) || (ep->replay.ring == NULL)) {
         return status;
     }
 
     if (op->handler == uct_syncmem_ep_flush_done) {
-        if (UCS_CIRCULAR_COMPARE16(op->sn, >=, ep->rc.lost_last_sn)) {
-            ep->rc.lost = 0; /* all retired, reported */
+        if (UCS_CIRCULAR_COMPARE16(op->sn, >=, ep->lost.last_sn)) {
+            ep->lost.count = 0; /* all retired, reported */
         }
         return uct_syncmem_ep_lost_status(ep);
     }
-    if (uct_syncmem_replay_entry(ep, op->sn)->lost) {
+    if (uct_syncmem_replay_entry(&ep->replay, op->sn)->lost) {
         if (op->comp == NULL) {
-            ep->rc.lost_silent = 1;
+            ep->lost.silent = 1;
         }
         return UCS_ERR_CONNECTION_RESET;
     }
@@ -129,10 +133,10 @@ ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
 /* For a flush: did a lost atomic that nobody else reports retire? */
 ucs_status_t uct_syncmem_ep_lost_status(uct_syncmem_ep_t *ep)
 {
-    if (ucs_likely(!ep->rc.lost_silent)) {
+    if (ucs_likely(!ep->lost.silent)) {
         return UCS_OK;
     }
-    ep->rc.lost_silent = 0;
+    ep->lost.silent = 0;
     return UCS_ERR_CONNECTION_RESET;
 }
 
@@ -179,9 +183,9 @@ const char *uct_syncmem_replay_resume_risk(const uct_syncmem_ep_t *ep,
     uint16_t sn;
 
     for (sn = first; UCS_CIRCULAR_COMPARE16(sn, <=, last); ++sn) {
-        e      = uct_syncmem_replay_entry(ep, sn);
+        e      = uct_syncmem_replay_entry(&ep->replay, sn);
         opcode = e->opcode;
-        if (uct_syncmem_wr_npkts(ep, opcode, e->length) >
+        if (uct_syncmem_wr_npkts(&ep->replay, opcode, e->length) >
             UCT_SYNCMEM_RESUME_MAX_PKTS) {
             return "a request of more than "
                    UCS_PP_MAKE_STRING(UCT_SYNCMEM_RESUME_MAX_PKTS) " packets";
@@ -205,8 +209,8 @@ uint32_t uct_syncmem_replay_npkts(const uct_syncmem_ep_t *ep, uint16_t first,
     uint32_t npkts = 0;
 
     for (; count > 0; --count, ++first) {
-        e      = uct_syncmem_replay_entry(ep, first);
-        npkts += uct_syncmem_wr_npkts(ep, e->opcode, e->length);
+        e      = uct_syncmem_replay_entry(&ep->replay, first);
+        npkts += uct_syncmem_wr_npkts(&ep->replay, e->opcode, e->length);
     }
     return npkts;
 }
@@ -216,7 +220,7 @@ uint32_t uct_syncmem_replay_npkts(const uct_syncmem_ep_t *ep, uint16_t first,
 static void uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
                                   struct ibv_send_wr *wr, struct ibv_sge *sge)
 {
-    uct_syncmem_replay_t *e = uct_syncmem_replay_entry(ep, sn);
+    uct_syncmem_replay_t *e = uct_syncmem_replay_entry(&ep->replay, sn);
 
     wr->wr_id      = sn;
     wr->opcode     = e->opcode;
@@ -226,7 +230,7 @@ static void uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
     if (uct_syncmem_opcode_is_atomic(e->opcode)) {
         if (!e->lost &&
             ((how == UCT_SYNCMEM_POST_RING) ||
-             UCS_CIRCULAR_COMPARE16(sn, >, ep->rc.old_last_sn) ||
+             UCS_CIRCULAR_COMPARE16(sn, >, ep->reconnect.old_last_sn) ||
              (how == UCT_SYNCMEM_POST_RESUMED))) {
             /* first time, never reached the old QP, or the peer's
              * responder tells a duplicate from a new one: it runs once */
@@ -244,8 +248,8 @@ static void uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
          * runs. */
         if (!e->lost) {
             e->lost             = 1;
-            ep->rc.lost_last_sn = sn;
-            ++ep->rc.lost;
+            ep->lost.last_sn = sn;
+            ++ep->lost.count;
         }
         wr->opcode              = IBV_WR_RDMA_WRITE;
         wr->send_flags         |= IBV_SEND_SIGNALED;
@@ -305,50 +309,20 @@ ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
     return UCS_OK;
 }
 
-/* Doorbell: post what uct_syncmem_ep_keep kept. */
-void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
+/* Post the requests the doorbell kept (syncmem_doorbell.c) as one chain. */
+ucs_status_t uct_syncmem_replay_ring(uct_syncmem_ep_t *ep)
 {
     uint16_t first = ep->tx.rung_sn + 1;
     uint16_t count = ep->tx.sn - ep->tx.rung_sn;
 
     if (ucs_list_is_empty(&ep->db_list)) {
-        return; /* nothing kept: rung_sn is not kept either */
+        return UCS_OK; /* nothing kept: rung_sn is not kept either */
     }
     ucs_list_del(&ep->db_list);
     ucs_list_head_init(&ep->db_list);
     ep->tx.rung_sn = ep->tx.sn;
-    if ((count > 0) &&
-        (uct_syncmem_replay_post(ep, first, count,
-                                 UCT_SYNCMEM_POST_RING) != UCS_OK)) {
-        uct_syncmem_ep_fail(ep, UCS_ERR_IO_ERROR);
+    if (count == 0) {
+        return UCS_OK;
     }
+    return uct_syncmem_replay_post(ep, first, count, UCT_SYNCMEM_POST_RING);
 }
-
-/* A request uct_syncmem_ep_post_wr keeps for the doorbell (batching). */
-void uct_syncmem_ep_keep(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
-                         uct_syncmem_op_t *op)
-{
-    if (op != NULL) {
-        ucs_queue_push(&ep->tx.outstanding, &op->queue);
-    }
-    if (ucs_list_is_empty(&ep->db_list)) {
-        /* the first kept: all before it are on the device */
-        ep->tx.rung_sn = ep->tx.sn - 1;
-        ucs_list_add_tail(&iface->db_eps, &ep->db_list);
-    }
-    if (((uint16_t)(ep->tx.sn - ep->tx.rung_sn) >= iface->config.db_batch) ||
-        (ep->tx.available <= 0) || (iface->cq_available <= 0) ||
-        iface->armed) {
-        uct_syncmem_ep_ring(ep);
-    }
-}
-
-void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface)
-{
-    uct_syncmem_ep_t *ep, *tmp;
-
-    ucs_list_for_each_safe(ep, tmp, &iface->db_eps, db_list) {
-        uct_syncmem_ep_ring(ep);
-    }
-}
-

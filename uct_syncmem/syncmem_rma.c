@@ -2,7 +2,7 @@
 /*
  * syncmem - put and get: RDMA write and read on the endpoint's RC QP.
  */
-#include "syncmem.h"
+#include "syncmem_ep.h"
 #include "syncmem_tx.inl"
 
 

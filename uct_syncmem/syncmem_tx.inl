@@ -6,7 +6,7 @@
 #ifndef UCT_SYNCMEM_TX_INL_
 #define UCT_SYNCMEM_TX_INL_
 
-#include "syncmem.h"
+#include "syncmem_ep.h"
 
 #include <uct/base/uct_iov.inl>
 #include <arpa/inet.h>
@@ -66,32 +66,6 @@ uct_syncmem_ep_post_failed(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
     return UCS_ERR_IO_ERROR;
 }
 
-static UCS_F_ALWAYS_INLINE int uct_syncmem_opcode_is_atomic(int opcode)
-{
-    return (opcode == IBV_WR_ATOMIC_CMP_AND_SWP) ||
-           (opcode == IBV_WR_ATOMIC_FETCH_AND_ADD);
-}
-
-/* Packet sequence numbers a request takes: one per MTU of payload (of the
- * reply, for a read), at least one; an atomic one. */
-static UCS_F_ALWAYS_INLINE uint32_t
-uct_syncmem_wr_npkts(const uct_syncmem_ep_t *ep, int opcode, size_t length)
-{
-    if (uct_syncmem_opcode_is_atomic(opcode)) {
-        return 1;
-    }
-    return ((length + UCS_MASK(ep->rc.mtu_shift)) >> ep->rc.mtu_shift) +
-           (length == 0);
-}
-
-/* The ring entry of request sn (the ring exists). */
-static UCS_F_ALWAYS_INLINE uct_syncmem_replay_t *
-uct_syncmem_replay_entry(const uct_syncmem_ep_t *ep, unsigned sn)
-{
-    return (uct_syncmem_replay_t*)(ep->rc.ring +
-                                   (sn & ep->rc.mask) * ep->rc.stride);
-}
-
 /*
  * The entry of an inline request sn of length bytes, for the caller to fill
  * in the rest (remote address or immediate data, the bytes). One packet: a
@@ -102,12 +76,12 @@ static UCS_F_ALWAYS_INLINE uct_syncmem_replay_t *
 uct_syncmem_replay_inline(uct_syncmem_ep_t *ep, unsigned sn, uint8_t opcode,
                           uint8_t send_flags, unsigned length)
 {
-    uct_syncmem_replay_t *e = uct_syncmem_replay_entry(ep, sn);
+    uct_syncmem_replay_t *e = uct_syncmem_replay_entry(&ep->replay, sn);
 
     e->length     = length;
     e->opcode     = opcode;
     e->send_flags = send_flags;
-    ++ep->rc.next_psn;
+    ++ep->replay.next_psn;
     return e;
 }
 
@@ -124,7 +98,7 @@ uct_syncmem_replay_sge(uct_syncmem_ep_t *ep, uint16_t sn, uint8_t opcode,
                        uint64_t compare_add, uint64_t swap,
                        const struct ibv_sge *sge, int num_sge, uint32_t length)
 {
-    uct_syncmem_replay_t *e = uct_syncmem_replay_entry(ep, sn);
+    uct_syncmem_replay_t *e = uct_syncmem_replay_entry(&ep->replay, sn);
     struct ibv_sge *dst     = (struct ibv_sge*)e->data;
     int i;
 
@@ -143,7 +117,7 @@ uct_syncmem_replay_sge(uct_syncmem_ep_t *ep, uint16_t sn, uint8_t opcode,
     for (i = 0; i < num_sge; ++i) {
         dst[i] = sge[i];
     }
-    ep->rc.next_psn += uct_syncmem_wr_npkts(ep, opcode, length);
+    ep->replay.next_psn += uct_syncmem_wr_npkts(&ep->replay, opcode, length);
 }
 
 /* The same for any work request wr (rare ones: AMs but am_short, VERIFY's
@@ -179,7 +153,7 @@ uct_syncmem_replay_save(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
     uct_syncmem_replay_sge(ep, sn, wr->opcode, wr->send_flags, remote_addr,
                            rkey, 0, 0, wr->sg_list, inl ? 0 : wr->num_sge,
                            length);
-    e = uct_syncmem_replay_entry(ep, sn);
+    e = uct_syncmem_replay_entry(&ep->replay, sn);
     if (wr->opcode == IBV_WR_SEND_WITH_IMM) {
         e->imm_data = wr->imm_data;
     }
@@ -232,9 +206,6 @@ uct_syncmem_ep_last_unsignaled(const uct_syncmem_ep_t *ep)
 {
     return ep->tx.signaled_sn != ep->tx.sn;
 }
-
-void uct_syncmem_ep_keep(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
-                         uct_syncmem_op_t *op);
 
 /* Request sn takes its send queue slot and CQ entry (the caller checked
  * there is room: uct_syncmem_ep_check_tx). */
@@ -305,7 +276,7 @@ uct_syncmem_ep_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
                                              signal, sn);
     wr->wr_id      = sn;
     wr->next       = NULL;
-    if (ep->rc.ring != NULL) {
+    if (ep->replay.ring != NULL) {
         uct_syncmem_replay_save(ep, wr, sn);
     }
     uct_syncmem_ep_tx_take(iface, ep, sn);
@@ -330,7 +301,7 @@ uct_syncmem_ep_post_sge(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     unsigned flags = uct_syncmem_ep_tx_flags(iface, ep, 0, signal, sn);
     struct ibv_send_wr wr;
 
-    if (ep->rc.ring != NULL) {
+    if (ep->replay.ring != NULL) {
         uct_syncmem_replay_sge(ep, sn, opcode, flags, remote_addr, rkey,
                                compare_add, swap, sge, num_sge, length);
     }

@@ -6,7 +6,9 @@
  * that progress itself pays one flag test. And the testing knob that breaks
  * QPs on purpose (UCX_SYNCMEM_FAULT_QP_ERROR).
  */
-#include "syncmem.h"
+#include "syncmem_ep.h"
+#include "syncmem_qp.h"
+#include "syncmem_hooks.h"
 #include "syncmem_tx.inl"
 
 #include <ucs/async/async.h>
@@ -43,34 +45,34 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
 
     if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
         (iface->config.stall_timeout == UCS_TIME_INFINITY)) {
-        ep->rc.st_time = 0;
+        ep->wd.stall_time = 0;
         return;
     }
-    if (ep->rc.st_time == 0) {
-        ep->rc.st_time      = now;
-        ep->rc.st_psn_valid = 0;
+    if (ep->wd.stall_time == 0) {
+        ep->wd.stall_time      = now;
+        ep->wd.stall_psn_valid = 0;
         return;
     }
 
     allowed = iface->config.stall_timeout <<
-              ucs_min(ep->rc.stalls, UCT_SYNCMEM_STALL_MAX_SHIFT);
-    if (now - ep->rc.st_time < allowed / 2) {
+              ucs_min(ep->wd.stalls, UCT_SYNCMEM_STALL_MAX_SHIFT);
+    if (now - ep->wd.stall_time < allowed / 2) {
         return;
     }
     if (ibv_query_qp(ep->qp, &attr, IBV_QP_SQ_PSN, &init)) {
         return; /* cannot tell: do not guess */
     }
-    if (!ep->rc.st_psn_valid) {
-        ep->rc.st_psn       = attr.sq_psn;
-        ep->rc.st_psn_valid = 1;
+    if (!ep->wd.stall_psn_valid) {
+        ep->wd.stall_psn       = attr.sq_psn;
+        ep->wd.stall_psn_valid = 1;
         return;
     }
-    if (uct_syncmem_psn_after(attr.sq_psn, ep->rc.st_psn)) {
-        ep->rc.st_time      = now; /* the device is still sending */
-        ep->rc.st_psn_valid = 0;
+    if (uct_syncmem_psn_after(attr.sq_psn, ep->wd.stall_psn)) {
+        ep->wd.stall_time      = now; /* the device is still sending */
+        ep->wd.stall_psn_valid = 0;
         return;
     }
-    if (now - ep->rc.st_time < allowed) {
+    if (now - ep->wd.stall_time < allowed) {
         return;
     }
 
@@ -79,17 +81,17 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
              " 0x%x): taking the QP for wedged and %s"
              " (UCX_SYNCMEM_RC_STALL_TIMEOUT=%.1fs)", ep,
              ep->cm.peer_iface_id, (uint16_t)(ep->tx.acked_sn + 1),
-             ucs_time_to_sec(now - ep->rc.st_time), ep->qp->qp_num,
+             ucs_time_to_sec(now - ep->wd.stall_time), ep->qp->qp_num,
              attr.sq_psn, iface->config.reconnect ? "reconnecting" :
                           "failing the endpoint (UCX_SYNCMEM_RECONNECT=n)",
              ucs_time_to_sec(iface->config.stall_timeout));
-    if ((ep->rc.stalls == 0) ||
-        (ep->rc.stall_sn != (uint16_t)(ep->tx.acked_sn + 1))) {
-        ep->rc.stalls   = 0;
-        ep->rc.stall_sn = ep->tx.acked_sn + 1;
+    if ((ep->wd.stalls == 0) ||
+        (ep->wd.stall_sn != (uint16_t)(ep->tx.acked_sn + 1))) {
+        ep->wd.stalls   = 0;
+        ep->wd.stall_sn = ep->tx.acked_sn + 1;
     }
-    ++ep->rc.stalls;
-    ep->rc.st_time = 0;
+    ++ep->wd.stalls;
+    ep->wd.stall_time = 0;
     /* to error: its flushes start the reconnect, or fail the endpoint */
     uct_syncmem_ep_event(ep, UCT_SYNCMEM_EP_EV_STALL);
 }
@@ -116,20 +118,20 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
             if (((ep->state != UCT_SYNCMEM_EP_CONNECTED) &&
                  !uct_syncmem_ep_state_reconnecting(ep->state)) ||
                 (ep->tx.available >= (int)iface->config.tx_queue_len)) {
-                ep->rc.wd_time = 0;
-                ep->rc.st_time = 0;
+                ep->wd.time = 0;
+                ep->wd.stall_time = 0;
                 continue;
             }
-            if ((ep->rc.wd_time == 0) || (ep->rc.wd_sn != ep->tx.acked_sn)) {
-                if ((ep->rc.stalls != 0) &&
+            if ((ep->wd.time == 0) || (ep->wd.sn != ep->tx.acked_sn)) {
+                if ((ep->wd.stalls != 0) &&
                     UCS_CIRCULAR_COMPARE16(ep->tx.acked_sn, >=,
-                                           ep->rc.stall_sn)) {
-                    ep->rc.stalls = 0; /* what stalled got through */
+                                           ep->wd.stall_sn)) {
+                    ep->wd.stalls = 0; /* what stalled got through */
                 }
-                ep->rc.wd_sn        = ep->tx.acked_sn;
-                ep->rc.wd_time      = now;
-                ep->rc.st_time      = now;
-                ep->rc.st_psn_valid = 0;
+                ep->wd.sn        = ep->tx.acked_sn;
+                ep->wd.time      = now;
+                ep->wd.stall_time      = now;
+                ep->wd.stall_psn_valid = 0;
                 /* requests that completed unsignalled would never say so */
                 if (uct_syncmem_ep_last_unsignaled(ep) &&
                     uct_syncmem_ep_has_tx_res(iface, ep)) {
@@ -138,7 +140,7 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
                 }
                 continue;
             }
-            if (now - ep->rc.wd_time >= iface->config.op_timeout) {
+            if (now - ep->wd.time >= iface->config.op_timeout) {
                 expired = ep;
                 break;
             }
@@ -153,7 +155,7 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
                     expired->cm.peer_iface_id,
                     (uint16_t)(expired->tx.acked_sn + 1),
                     ucs_time_to_sec(iface->config.op_timeout));
-            expired->rc.wd_time = 0;
+            expired->wd.time = 0;
             uct_syncmem_ep_fail(expired, UCS_ERR_ENDPOINT_TIMEOUT);
         }
     } while (expired != NULL);

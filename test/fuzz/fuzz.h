@@ -6,7 +6,9 @@
 #ifndef SYNCMEM_FUZZ_H_
 #define SYNCMEM_FUZZ_H_
 
-#include <uct_syncmem/syncmem.h>
+#include <uct_syncmem/syncmem_ep.h>
+#include <uct_syncmem/syncmem_qp.h>
+#include <uct_syncmem/syncmem_hooks.h>
 #include <uct_syncmem/syncmem_addr.h>
 
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Receiving active messages (uct_syncmem_rx_handle, syncmem_am.c, and the
- * replay filter of syncmem_am.c): any completion a peer's QP can cause,
+ * replay filter of syncmem_rx_dedup.c): any completion a peer's QP can cause,
  * with any immediate data (AM id, flags, request number) and any payload,
  * interleaved with reconnects that tell the receive path which QP replaced
  * which. Nothing may reach a handler with an id UCT has no slot for, a

@@ -18,6 +18,7 @@
  */
 #include "fuzz_iface.h"
 
+#include <uct_syncmem/syncmem_ep.h>
 #include <uct_syncmem/syncmem_cm.h>
 
 #define FUZZ_SENDERS   4

@@ -14,7 +14,7 @@
 #ifndef SYNCMEM_TEST_CUDA_REG_H_
 #define SYNCMEM_TEST_CUDA_REG_H_
 
-#include <uct_syncmem/syncmem.h>
+#include <uct_syncmem/syncmem_md.h>
 #include <cuda.h>
 
 #define CUDA_REG_TIMEOUT 60  /* seconds a case may take */

@@ -10,7 +10,7 @@
  * keeps a dup of the fd until it is deregistered, as the kernel keeps its
  * reference to the dma-buf: the GPU memory stays held while the MR lives,
  * even after cuMemFree, which is what the cases about freed buffers see.
- * The peer-memory path (uct_syncmem_reg_mr) must never be taken: the fake
+ * The peer-memory path (uct_syncmem_mr_reg) must never be taken: the fake
  * MD has no peer memory.
  */
 #include "cuda_reg.h"
@@ -83,7 +83,7 @@ static int reg_stub_check(int fd, uint64_t offset, size_t length,
     return 1;
 }
 
-ucs_status_t uct_syncmem_reg_dmabuf_mr(uct_syncmem_md_t *md, int fd,
+ucs_status_t uct_syncmem_mr_reg_dmabuf(uct_syncmem_md_t *md, int fd,
                                        uint64_t offset, size_t length,
                                        uintptr_t iova, int access,
                                        ucs_log_level_t level,
@@ -127,7 +127,7 @@ ucs_status_t uct_syncmem_reg_dmabuf_mr(uct_syncmem_md_t *md, int fd,
     return UCS_OK;
 }
 
-ucs_status_t uct_syncmem_reg_mr(uct_syncmem_md_t *md, void *address,
+ucs_status_t uct_syncmem_mr_reg(uct_syncmem_md_t *md, void *address,
                                 size_t length, int access,
                                 ucs_log_level_t level, struct ibv_mr **mr_p)
 {
@@ -136,7 +136,7 @@ ucs_status_t uct_syncmem_reg_mr(uct_syncmem_md_t *md, void *address,
     return UCS_ERR_UNSUPPORTED;
 }
 
-void uct_syncmem_dereg_mr(struct ibv_mr *ibv_mr)
+void uct_syncmem_mr_dereg(struct ibv_mr *ibv_mr)
 {
     reg_stub_mr_t *mr = ucs_container_of(ibv_mr, reg_stub_mr_t, mr);
     reg_stub_mr_t **p;

@@ -11,6 +11,7 @@
  * requests (right iface id, a valid address of this port) for connections
  * whose RC QP does not exist. Plain verbs, no UCX: a stranger needs none.
  */
+#include <uct_syncmem/syncmem_ep.h>
 #include <uct_syncmem/syncmem_cm.h>
 
 #include <infiniband/verbs.h>

@@ -11,7 +11,9 @@
 #include "syncmem_rma_test.h"
 
 extern "C" {
-#include "uct_syncmem/syncmem.h"
+#include "uct_syncmem/syncmem_ep.h"
+#include "uct_syncmem/syncmem_qp.h"
+#include "uct_syncmem/syncmem_hooks.h"
 }
 
 #include <deque>
@@ -348,8 +350,8 @@ protected:
         post_some(20);
         ASSERT_TRUE(wait_reconnected(gen)) << "second reconnect: " << ep_state();
         if (again != nullptr) {
-            *again = sep()->rc.resumed_once &&
-                     (sep()->rc.resumed_sn == sep()->rc.fail_sn);
+            *again = sep()->reconnect.resumed_once &&
+                     (sep()->reconnect.resumed_sn == sep()->reconnect.fail_sn);
         }
         *resumed = *resumed && (qpn == sep()->qp->qp_num);
         m_resumed_only = m_resumed_only && *resumed;
@@ -411,12 +413,12 @@ protected:
                  " cm.rep %d gen %u",
                  ep->state, ep->tx.sn, ep->tx.acked_sn,
                  ep->tx.signaled_sn, ep->tx.available,
-                 ucs_queue_length(&ep->tx.outstanding), ep->rc.fail_sn,
-                 ep->rc.old_last_sn, ep->rc.lost, ep->qp->qp_num,
+                 ucs_queue_length(&ep->tx.outstanding), ep->reconnect.fail_sn,
+                 ep->reconnect.old_last_sn, ep->lost.count, ep->qp->qp_num,
                  (int)uct_syncmem_qp_query(ep->qp, &rq_psn),
-                 (ep->rc.old_qp != nullptr) ? "present" : "none",
-                 (ep->rc.old_qp != nullptr) ?
-                 (int)uct_syncmem_qp_query(ep->rc.old_qp, &rq_psn) : -1,
+                 (ep->reconnect.old_qp != nullptr) ? "present" : "none",
+                 (ep->reconnect.old_qp != nullptr) ?
+                 (int)uct_syncmem_qp_query(ep->reconnect.old_qp, &rq_psn) : -1,
                  ep->cm.rep, ep->cm.gen);
         return buf + qp_psns(ep);
     }
@@ -429,7 +431,7 @@ protected:
 
         ibv_query_qp(ep->qp, &attr, IBV_QP_SQ_PSN, &init);
         snprintf(buf, sizeof(buf), "; sq_psn %u, the ring's next PSN %u",
-                 attr.sq_psn, ep->rc.next_psn & UCT_SYNCMEM_PSN_MASK);
+                 attr.sq_psn, ep->replay.next_psn & UCT_SYNCMEM_PSN_MASK);
         return buf;
     }
 

@@ -7,7 +7,9 @@
 #include <algorithm>
 
 extern "C" {
-#include "uct_syncmem/syncmem.h"
+#include "uct_syncmem/syncmem_ep.h"
+#include "uct_syncmem/syncmem_qp.h"
+#include "uct_syncmem/syncmem_hooks.h"
 }
 
 #include <functional>

@@ -5,7 +5,9 @@
 #include "syncmem_rma_test.h"
 
 extern "C" {
-#include "uct_syncmem/syncmem.h"
+#include "uct_syncmem/syncmem_ep.h"
+#include "uct_syncmem/syncmem_qp.h"
+#include "uct_syncmem/syncmem_hooks.h"
 }
 
 #include <sys/mman.h>

@@ -4,7 +4,9 @@
 #include "test/syncmem_run.h"
 
 extern "C" {
-#include <uct_syncmem/syncmem.h>
+#include <uct_syncmem/syncmem_ep.h>
+#include <uct_syncmem/syncmem_qp.h>
+#include <uct_syncmem/syncmem_hooks.h>
 }
 
 #include <regex>

@@ -6,7 +6,9 @@
 #include "syncmem_test.h"
 
 extern "C" {
-#include <uct_syncmem/syncmem.h>
+#include <uct_syncmem/syncmem_ep.h>
+#include <uct_syncmem/syncmem_qp.h>
+#include <uct_syncmem/syncmem_hooks.h>
 #include <ucs/debug/log_def.h>
 }
 

@@ -30,5 +30,5 @@ void syncmem_test_replay_sge(uct_syncmem_ep_t *ep, uint16_t sn,
 uct_syncmem_replay_t *syncmem_test_replay_entry(uct_syncmem_ep_t *ep,
                                                 uint16_t sn)
 {
-    return uct_syncmem_replay_entry(ep, sn);
+    return uct_syncmem_replay_entry(&ep->replay, sn);
 }

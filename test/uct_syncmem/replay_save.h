@@ -6,7 +6,9 @@
 extern "C" {
 #endif
 
-#include <uct_syncmem/syncmem.h>
+#include <uct_syncmem/syncmem_ep.h>
+#include <uct_syncmem/syncmem_qp.h>
+#include <uct_syncmem/syncmem_hooks.h>
 
 /* uct_syncmem_replay_save: an entry from any work request */
 void syncmem_test_replay_save(uct_syncmem_ep_t *ep,

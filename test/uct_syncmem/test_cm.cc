@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 extern "C" {
+#include <uct_syncmem/syncmem_ep.h>
 #include <uct_syncmem/syncmem_cm.h>
 }
 
@@ -213,7 +214,7 @@ TEST_F(cm, resume_noted_only_for_the_same_qp)
     ep.cm.gen            = 1;
     ucs_list_add_tail(&m_iface->eps, &ep.list);
 
-    ep.rc.resume = 1;
+    ep.reconnect.resume = 1;
     EXPECT_EQ(UCT_SYNCMEM_CM_REPLIED,
               receive(msg(UCT_SYNCMEM_CM_REP, 0x40, 7, 1, resume), 0x40));
     EXPECT_EQ(UCT_SYNCMEM_CM_REP_RESUMED, ep.cm.rep);

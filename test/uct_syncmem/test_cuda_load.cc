@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 extern "C" {
-#include "uct_syncmem/syncmem.h"
+#include "uct_syncmem/syncmem_ep.h"
+#include "uct_syncmem/syncmem_qp.h"
+#include "uct_syncmem/syncmem_hooks.h"
 }
 
 #include <cstring>

@@ -5,7 +5,9 @@
 #include "test/syncmem_run.h"
 
 extern "C" {
-#include <uct_syncmem/syncmem.h>
+#include <uct_syncmem/syncmem_ep.h>
+#include <uct_syncmem/syncmem_qp.h>
+#include <uct_syncmem/syncmem_hooks.h>
 }
 
 #include <infiniband/verbs.h>
@@ -198,7 +200,7 @@ TEST(cuda_access, covers_every_request)
             if (flags & ~all) {
                 continue;
             }
-            int asked = uct_syncmem_md_access(flags);
+            int asked = uct_syncmem_mr_access(flags);
             if (atomic_cap == IBV_ATOMIC_NONE) {
                 asked &= ~IBV_ACCESS_REMOTE_ATOMIC;  // the device has none
             }

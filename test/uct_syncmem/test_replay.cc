@@ -18,17 +18,17 @@ protected:
     void SetUp() override {
         m_ep = static_cast<uct_syncmem_ep_t*>(calloc(1, sizeof(*m_ep)));
         ASSERT_NE(nullptr, m_ep);
-        m_ep->rc.stride    = sizeof(uct_syncmem_replay_t) + 256;
-        m_ep->rc.mask      = 7;
-        m_ep->rc.mtu_shift = 10; // 1024-byte path MTU
-        m_ep->rc.ring      = static_cast<uint8_t*>(
-                calloc(m_ep->rc.mask + 1, m_ep->rc.stride));
-        ASSERT_NE(nullptr, m_ep->rc.ring);
-        m_ep->rc.next_psn  = 100;
+        m_ep->replay.stride    = sizeof(uct_syncmem_replay_t) + 256;
+        m_ep->replay.mask      = 7;
+        m_ep->replay.mtu_shift = 10; // 1024-byte path MTU
+        m_ep->replay.ring      = static_cast<uint8_t*>(
+                calloc(m_ep->replay.mask + 1, m_ep->replay.stride));
+        ASSERT_NE(nullptr, m_ep->replay.ring);
+        m_ep->replay.next_psn  = 100;
     }
 
     void TearDown() override {
-        free(m_ep->rc.ring);
+        free(m_ep->replay.ring);
         free(m_ep);
     }
 
@@ -80,7 +80,7 @@ TEST_F(replay_ring, inline_put_keeps_its_bytes)
     }
     EXPECT_EQ(7, bytes[8]);
     EXPECT_EQ(9, bytes[10]);
-    EXPECT_EQ(101u, m_ep->rc.next_psn); // one packet
+    EXPECT_EQ(101u, m_ep->replay.next_psn); // one packet
 }
 
 // A scatter list is kept (its memory is held until completion), and a
@@ -98,17 +98,17 @@ TEST_F(replay_ring, scatter_list_and_packets)
     EXPECT_EQ(0x9000u, kept[1].addr);
     EXPECT_EQ(1097u, kept[1].length);
     EXPECT_EQ(12u, kept[1].lkey);
-    EXPECT_EQ(105u, m_ep->rc.next_psn); // 4097 bytes: 5 packets of 1024
+    EXPECT_EQ(105u, m_ep->replay.next_psn); // 4097 bytes: 5 packets of 1024
 
     ibv_send_wr empty = rdma(IBV_WR_RDMA_READ, nullptr, 0);
     syncmem_test_replay_save(m_ep, &empty, 2);
     EXPECT_EQ(0u, entry(2)->length);
-    EXPECT_EQ(106u, m_ep->rc.next_psn); // an empty request: one
+    EXPECT_EQ(106u, m_ep->replay.next_psn); // an empty request: one
 
     ibv_sge one = { 0x5000, 1024, 11 };
     ibv_send_wr read = rdma(IBV_WR_RDMA_READ, &one, 1);
     syncmem_test_replay_save(m_ep, &read, 3);
-    EXPECT_EQ(107u, m_ep->rc.next_psn); // exactly one MTU: one
+    EXPECT_EQ(107u, m_ep->replay.next_psn); // exactly one MTU: one
 
     // a reconnect counts back from next_psn over the same requests
     EXPECT_EQ(7u, uct_syncmem_replay_npkts(m_ep, 1, 3));
@@ -203,7 +203,7 @@ TEST_F(replay_ring, atomic_keeps_operands)
     EXPECT_EQ(42u, e->data[1]);
     EXPECT_EQ(0x7000u, reinterpret_cast<const ibv_sge*>(&e->data[2])->addr);
     EXPECT_EQ(1, e->num_sge);
-    EXPECT_EQ(101u, m_ep->rc.next_psn);
+    EXPECT_EQ(101u, m_ep->replay.next_psn);
     EXPECT_EQ(1u, uct_syncmem_replay_npkts(m_ep, 4, 1));
 }
 
@@ -222,7 +222,7 @@ TEST_F(replay_ring, send_keeps_immediate_data)
     EXPECT_EQ(0x12345678u, entry(5)->imm_data);
     EXPECT_EQ(2016u, entry(5)->length);
     EXPECT_EQ(2, entry(5)->num_sge);
-    EXPECT_EQ(102u, m_ep->rc.next_psn);
+    EXPECT_EQ(102u, m_ep->replay.next_psn);
 }
 
 // The fast path's writer (from the request's values) and the generic one
@@ -248,15 +248,16 @@ TEST_F(replay_ring, fast_and_generic_writers_agree)
         for (int i = 0; i < wr.num_sge; ++i) {
             length += wr.sg_list[i].length;
         }
-        memset(m_ep->rc.ring, 0xee, (m_ep->rc.mask + 1) * m_ep->rc.stride);
-        m_ep->rc.next_psn = 0;
+        memset(m_ep->replay.ring, 0xee,
+               (m_ep->replay.mask + 1) * m_ep->replay.stride);
+        m_ep->replay.next_psn = 0;
         syncmem_test_replay_save(m_ep, &wr, 1);
         syncmem_test_replay_sge(m_ep, 2, &wr, length);
         EXPECT_EQ(0, memcmp(entry(1), entry(2), sizeof(uct_syncmem_replay_t) +
                             (2 + wr.num_sge) * sizeof(ibv_sge)))
                 << "opcode " << wr.opcode;
-        EXPECT_EQ(0u, m_ep->rc.next_psn % 2) << "opcode " << wr.opcode;
-        EXPECT_EQ(m_ep->rc.next_psn / 2,
+        EXPECT_EQ(0u, m_ep->replay.next_psn % 2) << "opcode " << wr.opcode;
+        EXPECT_EQ(m_ep->replay.next_psn / 2,
                   uct_syncmem_replay_npkts(m_ep, 1, 1)) << "opcode " << wr.opcode;
     }
 }

@@ -7,7 +7,9 @@
 #include "test/syncmem_run.h"
 
 extern "C" {
-#include <uct_syncmem/syncmem.h>
+#include <uct_syncmem/syncmem_ep.h>
+#include <uct_syncmem/syncmem_qp.h>
+#include <uct_syncmem/syncmem_hooks.h>
 // libuct_syncmem.so (syncmem_version.c)
 int uct_syncmem_ucx_version(unsigned *major, unsigned *minor, unsigned *patch);
 }

@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * syncmem - the doorbell of UCX_SYNCMEM_TX_DB_BATCH (syncmem_tx.inl says
+ * when requests are kept): requests written to the replay ring only, and
+ * posted as one chain by the next progress, flush or check. A chain the
+ * device refuses fails its endpoint, through the endpoint's state machine.
+ */
+#include "syncmem_ep.h"
+
+/* Doorbell: post what uct_syncmem_ep_keep kept. */
+void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
+{
+    if (uct_syncmem_replay_ring(ep) != UCS_OK) {
+        uct_syncmem_ep_fail(ep, UCS_ERR_IO_ERROR);
+    }
+}
+
+/* A request uct_syncmem_ep_post_wr keeps for the doorbell (batching). */
+void uct_syncmem_ep_keep(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                         uct_syncmem_op_t *op)
+{
+    if (op != NULL) {
+        ucs_queue_push(&ep->tx.outstanding, &op->queue);
+    }
+    if (ucs_list_is_empty(&ep->db_list)) {
+        /* the first kept: all before it are on the device */
+        ep->tx.rung_sn = ep->tx.sn - 1;
+        ucs_list_add_tail(&iface->db_eps, &ep->db_list);
+    }
+    if (((uint16_t)(ep->tx.sn - ep->tx.rung_sn) >= iface->config.db_batch) ||
+        (ep->tx.available <= 0) || (iface->cq_available <= 0) ||
+        iface->armed) {
+        uct_syncmem_ep_ring(ep);
+    }
+}
+
+void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface)
+{
+    uct_syncmem_ep_t *ep, *tmp;
+
+    ucs_list_for_each_safe(ep, tmp, &iface->db_eps, db_list) {
+        uct_syncmem_ep_ring(ep);
+    }
+}

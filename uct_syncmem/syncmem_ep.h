@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * syncmem - the endpoint: one RC QP connected to a passive QP of the peer
+ * iface (syncmem_cm.c), its send bookkeeping, replay ring, reconnect and
+ * watchdog state, and its operations (syncmem_rma.c, syncmem_am.c,
+ * syncmem_amo.c, syncmem_ep.c).
+ */
+#ifndef UCT_SYNCMEM_EP_H_
+#define UCT_SYNCMEM_EP_H_
+
+#include "syncmem_iface.h"
+#include "syncmem_replay.h"
+#include "syncmem_reconnect.h"
+
+/* What the watchdog (syncmem_watchdog.c) saw of an endpoint. */
+typedef struct uct_syncmem_ep_watchdog {
+    uint16_t         sn;            /* OP_TIMEOUT: acked_sn... */
+    ucs_time_t       time;          /* ...seen busy since this time */
+    ucs_time_t       stall_time;    /* stall: no progress since */
+    uint32_t         stall_psn;     /* stall: send PSN seen... */
+    uint8_t          stall_psn_valid; /* ...half-way through */
+    uint8_t          stalls;        /* stall reconnects of stall_sn */
+    uint16_t         stall_sn;      /* the request that stalled */
+} uct_syncmem_ep_watchdog_t;
+
+struct uct_syncmem_ep {
+    uct_base_ep_t        super;
+    struct ibv_qp        *qp;
+    ucs_list_link_t      list;          /* in iface->eps */
+    ucs_arbiter_group_t  arb_group;     /* pending requests */
+    uint8_t              state;         /* uct_syncmem_ep_state_t: only
+                                           syncmem_ep_fsm.c decides it */
+    uint8_t              fence;         /* fence the next work request */
+    ucs_status_t         status;        /* why the endpoint failed */
+    unsigned             amo_inflight;  /* emulated atomics not done yet */
+    ucs_list_link_t      db_list;       /* in iface->db_eps, or empty */
+    struct {
+        int              available;     /* free send queue slots */
+        uint16_t         sn;            /* of the last posted request */
+        uint16_t         rung_sn;       /* ...of the last on the device, while
+                                           some wait for the doorbell (in
+                                           db_list): uct_syncmem_ep_rung_sn */
+        uint16_t         acked_sn;      /* of the last completed request */
+        uint16_t         signaled_sn;   /* of the last signalled request */
+        ucs_queue_head_t outstanding;   /* uct_syncmem_op_t, by sn */
+    } tx;
+    uct_syncmem_replay_ring_t replay;   /* syncmem_replay.h */
+    uct_syncmem_replay_lost_t lost;
+    uct_syncmem_reconnect_t   reconnect; /* syncmem_reconnect.h */
+    uct_syncmem_ep_watchdog_t wd;
+    struct {
+        uint64_t         conn_id;       /* unique within our iface */
+        uint64_t         peer_iface_id;
+        uint32_t         peer_cm_qpn;
+        uct_syncmem_port_t peer;        /* the peer's port, unpacked */
+        struct ibv_ah    *ah;           /* to the peer's CM QP */
+        ucs_time_t       next_retry;
+        unsigned         retries_left;
+        uint32_t         peer_rc_qpn;   /* from the REP */
+        uint16_t         gen;           /* bumped by each reconnect */
+        volatile uint8_t rep;           /* UCT_SYNCMEM_CM_REP_*: set by the
+                                           async handler, taken by progress */
+    } cm;
+    /* Work requests of put_short and am_short, filled once: each call only
+     * sets what changes. In the endpoint, so that the fast path needs no
+     * other pointer after its calls. */
+    struct {
+        struct ibv_send_wr wr;
+        struct ibv_sge     sge[2];
+    } inl_put, inl_am;
+    struct ibv_send_wr   *bad_wr;       /* ibv_post_send's, never read */
+};
+
+/* The last request on the device: after it, requests wait in the ring for
+ * the doorbell (batching), and only then is rung_sn kept. */
+static inline uint16_t
+uct_syncmem_ep_rung_sn(uct_syncmem_ep_t *ep)
+{
+    return ucs_list_is_empty(&ep->db_list) ? ep->tx.sn : ep->tx.rung_sn;
+}
+
+/* syncmem_ep_tx.c */
+void uct_syncmem_op_release(uct_syncmem_op_t *op, ucs_status_t status);
+void uct_syncmem_op_complete(uct_syncmem_op_t *op, ucs_status_t status);
+void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep);
+void uct_syncmem_ep_flush_done(uct_syncmem_op_t *op, ucs_status_t status);
+/* The FAIL and CANCEL actions' parts, once the state is FAILED */
+void uct_syncmem_ep_qp_to_error(uct_syncmem_ep_t *ep);
+void uct_syncmem_ep_notify_failed(uct_syncmem_ep_t *ep, ucs_status_t status);
+void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
+                                 ucs_status_t status);
+
+/* syncmem_doorbell.c */
+void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);
+void uct_syncmem_ep_keep(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                         uct_syncmem_op_t *op);
+
+/* syncmem_ep.c */
+UCS_CLASS_DECLARE_NEW_FUNC(uct_syncmem_ep_t, uct_ep_t, const uct_ep_params_t*);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_syncmem_ep_t, uct_ep_t);
+ucs_arbiter_cb_result_t
+uct_syncmem_ep_pending_dispatch(ucs_arbiter_t *arbiter,
+                                ucs_arbiter_group_t *group,
+                                ucs_arbiter_elem_t *elem, void *arg);
+
+/* Endpoint operations, one file per concern: syncmem_rma.c, syncmem_am.c,
+ * syncmem_amo.c, syncmem_ep.c. */
+ucs_status_t uct_syncmem_ep_put_short(uct_ep_h, const void*, unsigned,
+                                      uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_put_short_ring(uct_ep_h, const void*, unsigned,
+                                           uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_put_short_batch(uct_ep_h, const void*, unsigned,
+                                            uint64_t, uct_rkey_t);
+ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h, uct_pack_callback_t, void*,
+                                 uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_put_zcopy(uct_ep_h, const uct_iov_t*, size_t,
+                                      uint64_t, uct_rkey_t, uct_completion_t*);
+ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h, uct_unpack_callback_t, void*,
+                                      size_t, uint64_t, uct_rkey_t,
+                                      uct_completion_t*);
+ucs_status_t uct_syncmem_ep_get_zcopy(uct_ep_h, const uct_iov_t*, size_t,
+                                      uint64_t, uct_rkey_t, uct_completion_t*);
+ucs_status_t uct_syncmem_ep_am_short(uct_ep_h, uint8_t, uint64_t, const void*,
+                                     unsigned);
+ucs_status_t uct_syncmem_ep_am_short_ring(uct_ep_h, uint8_t, uint64_t,
+                                          const void*, unsigned);
+ucs_status_t uct_syncmem_ep_am_short_batch(uct_ep_h, uint8_t, uint64_t,
+                                           const void*, unsigned);
+ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h, uint8_t, const uct_iov_t*,
+                                         size_t);
+ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h, uint8_t, uct_pack_callback_t, void*,
+                                unsigned);
+ucs_status_t uct_syncmem_ep_am_zcopy(uct_ep_h, uint8_t, const void*, unsigned,
+                                     const uct_iov_t*, size_t, unsigned,
+                                     uct_completion_t*);
+ucs_status_t uct_syncmem_ep_atomic64_post(uct_ep_h, unsigned, uint64_t,
+                                          uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_atomic32_post(uct_ep_h, unsigned, uint32_t,
+                                          uint64_t, uct_rkey_t);
+ucs_status_t uct_syncmem_ep_atomic64_fetch(uct_ep_h, uct_atomic_op_t, uint64_t,
+                                           uint64_t*, uint64_t, uct_rkey_t,
+                                           uct_completion_t*);
+ucs_status_t uct_syncmem_ep_atomic32_fetch(uct_ep_h, uct_atomic_op_t, uint32_t,
+                                           uint32_t*, uint64_t, uct_rkey_t,
+                                           uct_completion_t*);
+ucs_status_t uct_syncmem_ep_atomic_cswap64(uct_ep_h, uint64_t, uint64_t,
+                                           uint64_t, uct_rkey_t, uint64_t*,
+                                           uct_completion_t*);
+ucs_status_t uct_syncmem_ep_atomic_cswap32(uct_ep_h, uint32_t, uint32_t,
+                                           uint64_t, uct_rkey_t, uint32_t*,
+                                           uct_completion_t*);
+ucs_status_t uct_syncmem_ep_flush(uct_ep_h, unsigned, uct_completion_t*);
+ucs_status_t uct_syncmem_ep_check(uct_ep_h, unsigned, uct_completion_t*);
+#if UCT_SYNCMEM_UCX_SINCE(1, 16)
+int uct_syncmem_ep_is_connected(const uct_ep_h,
+                                const uct_ep_is_connected_params_t*);
+#endif
+ucs_status_t uct_syncmem_ep_fence(uct_ep_h, unsigned);
+ucs_status_t uct_syncmem_ep_pending_add(uct_ep_h, uct_pending_req_t*, unsigned);
+void uct_syncmem_ep_pending_purge(uct_ep_h, uct_pending_purge_callback_t,
+                                  void*);
+
+#endif

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * syncmem - an endpoint's requests as its state machine sees them: they
+ * complete (in order, with the status the replay ring gives those a
+ * reconnect lost), the QP goes to error and drains, the pending queue runs
+ * or fails. These are the actions syncmem_reconnect.c carries out; nothing
+ * here raises an event.
+ */
+#include "syncmem_ep.h"
+#include "syncmem_qp.h"
+
+#include <string.h>
+
+void uct_syncmem_op_release(uct_syncmem_op_t *op, ucs_status_t status)
+{
+    ucs_mpool_put(op);
+}
+
+void uct_syncmem_op_complete(uct_syncmem_op_t *op, ucs_status_t status)
+{
+    uct_invoke_completion(op->comp, status);
+    ucs_mpool_put(op);
+}
+
+/* A flush completes when everything before it has, including emulated
+ * atomics, which keep posting new steps: follow the last of them. */
+void uct_syncmem_ep_flush_done(uct_syncmem_op_t *op, ucs_status_t status)
+{
+    uct_syncmem_ep_t *ep = op->ep;
+
+    if ((ep->amo_inflight > 0) && (status == UCS_OK)) {
+        op->sn = ep->tx.sn;
+        ucs_queue_push(&ep->tx.outstanding, &op->queue);
+        return;
+    }
+    uct_syncmem_op_complete(op, status);
+}
+
+/* Every request up to sn has completed: give back the slots, retire ops. */
+void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
+                                 ucs_status_t status)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uint16_t count = sn - ep->tx.acked_sn;
+    uct_syncmem_op_t *op;
+
+    ep->tx.available    += count;
+    iface->cq_available += count;
+    ep->tx.acked_sn      = sn;
+
+    ucs_queue_for_each_extract(op, &ep->tx.outstanding, queue,
+                               UCS_CIRCULAR_COMPARE16(op->sn, <=, sn)) {
+        op->handler(op, ucs_likely(ep->lost.count == 0) ? status :
+                        uct_syncmem_ep_op_status(ep, op, status));
+    }
+
+    if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+        ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+    }
+}
+
+/*
+ * Move the QP to error: the HCA then completes what is still in the send
+ * queue with a flush status. Requests that had completed unsignalled are no
+ * longer there and would never be reported, so a signalled empty write
+ * follows (a request posted in the error state is flushed too, after all
+ * the others; the kernel's ib_drain_sq does the same). The QP has a slot
+ * kept for it; if the post fails all the same, the queue is full of
+ * requests that will each be flushed, the last one included.
+ */
+void uct_syncmem_ep_qp_to_error(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    struct ibv_qp_attr attr    = { .qp_state = IBV_QPS_ERR };
+    struct ibv_send_wr wr      = {}, *bad_wr;
+    int ret;
+
+    ret = ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE);
+    if (ret) {
+        ucs_error("syncmem: QP 0x%x to ERR failed: %s", ep->qp->qp_num,
+                  strerror(ret));
+        return;
+    }
+    /* not rung yet: flushed with the rest; if the device refuses them, the
+     * empty write below still completes them (a flush status, in order) */
+    (void)uct_syncmem_replay_ring(ep);
+
+    if (ep->tx.available >= (int)iface->config.tx_queue_len) {
+        return; /* nothing outstanding */
+    }
+    wr.wr_id      = (uint16_t)(ep->tx.sn + 1);
+    wr.opcode     = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (ibv_post_send(ep->qp, &wr, &bad_wr) == 0) {
+        ++ep->tx.sn;
+        --ep->tx.available;
+        --iface->cq_available;
+    }
+}
+
+static ucs_arbiter_cb_result_t
+uct_syncmem_ep_pending_take_cb(ucs_arbiter_t *arbiter,
+                               ucs_arbiter_group_t *group,
+                               ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
+
+    UCS_STATIC_ASSERT(sizeof(ucs_queue_elem_t) <= UCT_PENDING_REQ_PRIV_LEN);
+    ucs_queue_push((ucs_queue_head_t*)arg, (ucs_queue_elem_t*)req->priv);
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+}
+
+/*
+ * Run what waits in the pending queue of a failed endpoint now, before its
+ * error handler: each request calls its operation, gets the endpoint's
+ * error and completes with it. Left to the handler, UCP 1.13 purges them
+ * instead, and its purge never completes a fetching atomic (its completion
+ * count starts at 1 and nothing takes it to 0): the application hangs.
+ * Not while a pending queue is dispatched (the arbiter walks it).
+ */
+static void uct_syncmem_ep_fail_pending(uct_syncmem_iface_t *iface,
+                                        uct_syncmem_ep_t *ep)
+{
+    ucs_queue_head_t queue;
+    uct_pending_req_t *req;
+    ucs_status_t status;
+
+    if (iface->dispatching != NULL) {
+        ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+        return;
+    }
+
+    ucs_queue_head_init(&queue);
+    ucs_arbiter_group_purge(&iface->arbiter, &ep->arb_group,
+                            uct_syncmem_ep_pending_take_cb, &queue);
+    while (!ucs_queue_is_empty(&queue)) {
+        req = ucs_container_of((void*)ucs_queue_pull_non_empty(&queue),
+                               uct_pending_req_t, priv);
+        iface->dispatching = ep;
+        status             = req->func(req);
+        iface->dispatching = NULL;
+        if (status != UCS_OK) {
+            /* not done with (it cannot post): the purge will see it */
+            uct_pending_req_arb_group_push(&ep->arb_group, req);
+        }
+    }
+}
+
+/* The last of FAIL: the pending queue, then the user's error handler
+ * (which may destroy the endpoint). */
+void uct_syncmem_ep_notify_failed(uct_syncmem_ep_t *ep, ucs_status_t status)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+
+    if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+        uct_syncmem_ep_fail_pending(iface, ep);
+    }
+    uct_iface_handle_ep_err(&iface->super.super, &ep->super.super, status);
+}
+
+/* CONNECT and FINISH_*: the QP is ready, the pending queue may run. */
+void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+
+    ep->replay.mtu_shift = 7 + uct_syncmem_qp_path_mtu(iface, &ep->cm.peer);
+    ucs_debug("syncmem: ep %p connected: QP 0x%x to iface 0x%" PRIx64, ep,
+              ep->qp->qp_num, ep->cm.peer_iface_id);
+    if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+        ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+    }
+}

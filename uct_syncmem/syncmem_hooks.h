@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * syncmem - what only tests and tools call: fault injection and counters.
+ * Not part of the module's interface to UCX.
+ */
+#ifndef UCT_SYNCMEM_HOOKS_H_
+#define UCT_SYNCMEM_HOOKS_H_
+
+#include "syncmem_iface.h"
+
+/* syncmem_watchdog.c, syncmem_reconnect.c */
+/* Move ep's QP to the error state, as a broken link would. */
+ucs_status_t uct_syncmem_ep_inject_qp_error(uct_ep_h ep);
+/* How often ep has reconnected. */
+unsigned uct_syncmem_ep_reconnects(uct_ep_h ep);
+
+/* syncmem_cm.c: connections this iface accepted and still holds */
+unsigned uct_syncmem_iface_num_passive(uct_iface_h iface);
+
+/* syncmem_rcache.c: the counters of md's cache; UNSUPPORTED without one */
+ucs_status_t uct_syncmem_md_rcache_counters(uct_md_h md,
+                                            uct_syncmem_rcache_counters_t *c);
+
+/* syncmem_verify.c: what the consistency check did */
+void uct_syncmem_iface_verify_counters(uct_iface_h iface,
+                                       uct_syncmem_verify_counters_t *c);
+
+/* syncmem_crc.c: the table-driven CRC32C, whatever the CPU has */
+uint32_t uct_syncmem_crc32c_sw(uint32_t crc, const void *buf, size_t length);
+
+#endif

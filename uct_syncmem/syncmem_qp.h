@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * syncmem - RC QPs and address handles: created, connected, resumed, moved
+ * to error, queried; what a failed work completion means. Verbs calls
+ * only: the state they change belongs to the caller (syncmem_qp.c).
+ */
+#ifndef UCT_SYNCMEM_QP_H_
+#define UCT_SYNCMEM_QP_H_
+
+#include "syncmem.h"
+
+void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
+                              struct ibv_qp_init_attr *init);
+ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
+                                   struct ibv_cq *send_cq,
+                                   struct ibv_qp **qp_p);
+ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,
+                                    struct ibv_qp *qp,
+                                    const uct_syncmem_port_t *peer,
+                                    uint32_t dest_qpn);
+ucs_status_t uct_syncmem_qp_resume(uct_syncmem_iface_t *iface,
+                                   struct ibv_qp *qp,
+                                   const uct_syncmem_port_t *peer,
+                                   uint32_t dest_qpn, uint32_t sq_psn,
+                                   uint32_t rq_psn);
+ucs_status_t uct_syncmem_qp_reinit(uct_syncmem_iface_t *iface,
+                                   struct ibv_qp *qp);
+enum ibv_qp_state uct_syncmem_qp_query(struct ibv_qp *qp, uint32_t *rq_psn_p);
+enum ibv_mtu uct_syncmem_qp_path_mtu(uct_syncmem_iface_t *iface,
+                                     const uct_syncmem_port_t *peer);
+ucs_status_t uct_syncmem_ah_create(uct_syncmem_iface_t *iface,
+                                   const uct_syncmem_port_t *peer,
+                                   struct ibv_ah **ah_p);
+ucs_status_t uct_syncmem_wc_status(enum ibv_wc_status status);
+/* What to check when a work completion has this status (one line, naming
+ * the UCX_SYNCMEM_* setting where one helps); never NULL */
+const char *uct_syncmem_wc_advice(enum ibv_wc_status status);
+/* Logs a failed send completion of ep at the iface's failure level */
+void uct_syncmem_wc_log(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
+                        const struct ibv_wc *wc);
+
+#endif

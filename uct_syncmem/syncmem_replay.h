@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * syncmem - an endpoint's replay ring: every request as it was posted, kept
+ * until it completes, and what is built on it (the doorbell's chains, a
+ * reconnect's replay, lost atomics, the purge); see syncmem_replay.c.
+ */
+#ifndef UCT_SYNCMEM_REPLAY_H_
+#define UCT_SYNCMEM_REPLAY_H_
+
+#include "syncmem.h"
+
+#define UCT_SYNCMEM_RESUME_MAX_PKTS 128 /* Soft-RoCE's unacknowledged PSNs:
+                                          a longer request is not resumed
+                                          (uct_syncmem_replay_resume_risk) */
+
+/*
+ * A request as it was posted, kept until it completes, so that a reconnect
+ * can post it again and a doorbell can post it at all (syncmem_replay.c).
+ * Written once by the operation; the work request is made from it. data[]
+ * holds the bytes of an inline request (the source may be the caller's
+ * stack), else the atomic operands (compare_add, swap) and then the
+ * scatter list, whose memory (bounce buffer or the user's zcopy buffer) is
+ * held until completion. Its PSNs are not kept: a reconnect counts them
+ * back from the endpoint's next_psn (uct_syncmem_replay_npkts).
+ */
+typedef struct uct_syncmem_replay {
+    uint64_t remote_addr;
+    uint32_t rkey;
+    uint32_t imm_data;
+    uint32_t length;     /* bytes it moves (a read: reads) */
+    uint8_t  opcode;     /* enum ibv_wr_opcode */
+    uint8_t  send_flags;
+    uint8_t  num_sge;    /* of the scatter list; not set when inline */
+    uint8_t  lost;       /* an atomic whose outcome a reconnect lost;
+                            not set when inline (never an atomic) */
+    uint64_t data[];
+} uct_syncmem_replay_t;
+
+/* An endpoint's ring, and the PSNs its requests take. */
+typedef struct uct_syncmem_replay_ring {
+    uint8_t          *ring;         /* entry of sn: ring + (sn & mask) *
+                                       stride; NULL: no reconnect */
+    uint32_t         stride;
+    uint16_t         mask;
+    uint8_t          mtu_shift;     /* log2 of the path MTU */
+    uint32_t         next_psn;      /* of the next request posted; its
+                                       low 24 bits are the PSN */
+} uct_syncmem_replay_ring_t;
+
+/* Atomics whose outcome a reconnect lost, not yet retired. */
+typedef struct uct_syncmem_replay_lost {
+    unsigned         count;
+    uint16_t         last_sn;       /* the last of them */
+    uint8_t          silent;        /* one without a completion retired:
+                                       the next flush reports it */
+} uct_syncmem_replay_lost_t;
+
+static UCS_F_ALWAYS_INLINE int uct_syncmem_opcode_is_atomic(int opcode)
+{
+    return (opcode == IBV_WR_ATOMIC_CMP_AND_SWP) ||
+           (opcode == IBV_WR_ATOMIC_FETCH_AND_ADD);
+}
+
+/* Packet sequence numbers a request takes: one per MTU of payload (of the
+ * reply, for a read), at least one; an atomic one. */
+static UCS_F_ALWAYS_INLINE uint32_t
+uct_syncmem_wr_npkts(const uct_syncmem_replay_ring_t *replay, int opcode,
+                     size_t length)
+{
+    if (uct_syncmem_opcode_is_atomic(opcode)) {
+        return 1;
+    }
+    return ((length + UCS_MASK(replay->mtu_shift)) >> replay->mtu_shift) +
+           (length == 0);
+}
+
+/* The ring entry of request sn (the ring exists). */
+static UCS_F_ALWAYS_INLINE uct_syncmem_replay_t *
+uct_syncmem_replay_entry(const uct_syncmem_replay_ring_t *replay, unsigned sn)
+{
+    return (uct_syncmem_replay_t*)(replay->ring +
+                                   (sn & replay->mask) * replay->stride);
+}
+
+enum {
+    UCT_SYNCMEM_POST_RING,    /* the doorbell: requests kept, not posted */
+    UCT_SYNCMEM_POST_AGAIN,   /* a reconnect's, on a new QP */
+    UCT_SYNCMEM_POST_RESUMED  /* a reconnect's, on the resumed QP */
+};
+ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep);
+void uct_syncmem_replay_ep_cleanup(uct_syncmem_ep_t *ep);
+void uct_syncmem_replay_destroy_old_qp(uct_syncmem_ep_t *ep);
+ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
+                                     uint16_t count, int how);
+uint32_t uct_syncmem_replay_npkts(const uct_syncmem_ep_t *ep, uint16_t first,
+                                  uint16_t count);
+const char *uct_syncmem_replay_resume_risk(const uct_syncmem_ep_t *ep,
+                                           uint16_t first, uint16_t last);
+void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status);
+ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
+                                      const uct_syncmem_op_t *op,
+                                      ucs_status_t status);
+ucs_status_t uct_syncmem_ep_lost_status(uct_syncmem_ep_t *ep);
+ucs_status_t uct_syncmem_replay_ring(uct_syncmem_ep_t *ep);
+
+#endif
