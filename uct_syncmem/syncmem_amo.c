@@ -39,7 +39,6 @@ typedef struct uct_syncmem_amo {
     uint64_t          guess;        /* what we believe the word holds */
     uint64_t          value;        /* operand */
     uint64_t          compare;      /* cswap32 */
-    void              *result;      /* user's, or NULL */
     uint8_t           opcode;       /* uct_atomic_op_t, or CSWAP */
     uint8_t           size;         /* 4 or 8 */
     uint8_t           shift;        /* bit offset of a 32-bit value */
@@ -114,11 +113,11 @@ static void uct_syncmem_amo_finish(uct_syncmem_desc_t *desc,
 {
     uct_syncmem_amo_t *amo = uct_syncmem_amo_of(desc);
 
-    if ((status == UCS_OK) && (amo->result != NULL)) {
+    if ((status == UCS_OK) && (desc->super.arg != NULL)) {
         if (amo->size == 8) {
-            *(uint64_t*)amo->result = old;
+            *(uint64_t*)desc->super.arg = old;
         } else {
-            *(uint32_t*)amo->result = (uint32_t)old;
+            *(uint32_t*)desc->super.arg = (uint32_t)old;
         }
     }
     if (amo->emulated) {
@@ -194,8 +193,9 @@ uct_syncmem_amo_desc(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     }
 
     (*desc_p)->super.comp = comp;
+    (*desc_p)->super.arg  = result; /* a reconnect reads it: see
+                                       uct_syncmem_replay_peer_ran */
     amo                   = uct_syncmem_amo_of(*desc_p);
-    amo->result           = result;
     amo->size             = size;
     amo->emulated         = !native;
     return UCS_OK;

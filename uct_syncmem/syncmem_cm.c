@@ -246,7 +246,10 @@ static void uct_syncmem_cm_send_rep(uct_syncmem_iface_t *iface,
 
     uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REP, p->peer_iface_id,
                             p->conn_id, p->gen, p->qpn, &rep);
-    rep.flags = p->resumed ? UCT_SYNCMEM_CM_F_RESUME : 0;
+    rep.flags      = p->resumed ? UCT_SYNCMEM_CM_F_RESUME :
+                     p->stopped ? UCT_SYNCMEM_CM_F_RQ_PSN : 0;
+    rep.old_qpn    = p->old_qpn;
+    rep.old_rq_psn = p->old_rq_psn;
     uct_syncmem_cm_send(iface, p->ah, p->peer_cm_qpn, &rep);
 }
 
@@ -280,6 +283,7 @@ static void uct_syncmem_cm_passive_replace(uct_syncmem_iface_t *iface,
 {
     uint32_t rq_psn;
     struct ibv_qp *qp;
+    ucs_status_t status;
 
     if ((msg->flags & UCT_SYNCMEM_CM_F_RESUME) &&
         (uct_syncmem_qp_query(p->qp, &rq_psn) == IBV_QPS_RTS)) {
@@ -289,6 +293,7 @@ static void uct_syncmem_cm_passive_replace(uct_syncmem_iface_t *iface,
                   msg->gen, p->qpn, rq_psn);
         p->gen     = msg->gen;
         p->resumed = 1;
+        p->stopped = 0;
         uct_syncmem_cm_send_rep(iface, p);
         return;
     }
@@ -300,7 +305,12 @@ static void uct_syncmem_cm_passive_replace(uct_syncmem_iface_t *iface,
               " 0x%" PRIx64 " reconnects (generation %u): QP 0x%x replaces"
               " 0x%x", iface->id, p->conn_id, p->peer_iface_id, msg->gen,
               qp->qp_num, p->qpn);
+    /* where the old QP stopped: what the initiator may post again */
+    status     = uct_syncmem_qp_stop(p->qp, &rq_psn);
+    p->old_qpn = p->qpn;
     uct_syncmem_cm_passive_replaced(iface, p, msg, qp->qp_num);
+    p->stopped    = (status == UCS_OK);
+    p->old_rq_psn = rq_psn;
     ibv_destroy_qp(p->qp);
     p->qp = qp;
     uct_syncmem_cm_send_rep(iface, p);

@@ -58,6 +58,11 @@ enum {
  * connected to, and resumes it if the passive QP is still up. REP: it is;
  * rc_qpn is the same passive QP as before. */
 #define UCT_SYNCMEM_CM_F_RESUME   UCS_BIT(0)
+/* REP of a reconnect onto a new passive QP: old_qpn, the passive QP it
+ * replaces, was stopped (uct_syncmem_qp_stop) with its responder expecting
+ * old_rq_psn next. The initiator's requests below it ran, the others never
+ * will (syncmem_reconnect.c). */
+#define UCT_SYNCMEM_CM_F_RQ_PSN   UCS_BIT(1)
 
 typedef struct UCS_S_PACKED uct_syncmem_cm_msg {
     uint8_t                type;
@@ -69,7 +74,14 @@ typedef struct UCS_S_PACKED uct_syncmem_cm_msg {
     uint16_t               gen;          /* of the initiator's RC QP */
     uct_syncmem_dev_addr_t src_dev;
     uint8_t                flags;        /* UCT_SYNCMEM_CM_F_* */
+    /* since wire version 2; a version 1 message ends here */
+    uint32_t               old_qpn;      /* REP with F_RQ_PSN */
+    uint32_t               old_rq_psn;
 } uct_syncmem_cm_msg_t;
+
+/* A version 1 peer's messages are this long (after the GRH); ours, which
+ * such a peer reads as far as it knows, are sizeof(uct_syncmem_cm_msg_t). */
+#define UCT_SYNCMEM_CM_MSG_V1_LEN  ucs_offsetof(uct_syncmem_cm_msg_t, old_qpn)
 
 /* The passive side of one connection, owned by the target iface. It is
  * half-open until a keepalive write has reached the initiator's QP: only
@@ -84,6 +96,9 @@ typedef struct uct_syncmem_cm_passive {
     uint8_t         probing;     /* a keepalive write is in flight */
     uint8_t         confirmed;   /* a keepalive write reached the peer */
     uint8_t         resumed;     /* this generation kept the same QP */
+    uint8_t         stopped;     /* ...or replaced old_qpn, stopped at */
+    uint32_t        old_qpn;
+    uint32_t        old_rq_psn;  /* ...this PSN: its REP says so */
     struct ibv_qp   *qp;
     struct ibv_ah   *ah;
 } uct_syncmem_cm_passive_t;

@@ -44,10 +44,15 @@ ucs_status_t uct_syncmem_cm_msg_parse(const uct_syncmem_iface_t *iface,
                                       uct_syncmem_cm_msg_t *msg,
                                       uct_syncmem_port_t *peer)
 {
-    if (byte_len < UCT_SYNCMEM_CM_GRH_LEN + sizeof(*msg)) {
+    if (byte_len < UCT_SYNCMEM_CM_GRH_LEN + UCT_SYNCMEM_CM_MSG_V1_LEN) {
         return UCS_ERR_MESSAGE_TRUNCATED;
     }
-    memcpy(msg, buf, sizeof(*msg));
+    /* a version 1 peer's is shorter: what it did not send is zero */
+    memset(msg, 0, sizeof(*msg));
+    memcpy(msg, buf, ucs_min(byte_len - UCT_SYNCMEM_CM_GRH_LEN, sizeof(*msg)));
+    if ((byte_len - UCT_SYNCMEM_CM_GRH_LEN) < sizeof(*msg)) {
+        msg->flags &= ~UCT_SYNCMEM_CM_F_RQ_PSN;
+    }
 
     if ((msg->type < UCT_SYNCMEM_CM_REQ) || (msg->type > UCT_SYNCMEM_CM_DREQ) ||
         (msg->dst_iface_id != iface->id) || (msg->src_cm_qpn != src_qp)) {
@@ -270,6 +275,12 @@ void uct_syncmem_cm_replied(uct_syncmem_ep_t *ep,
     ep->cm.rep         = ((msg->flags & UCT_SYNCMEM_CM_F_RESUME) &&
                           (msg->rc_qpn == ep->cm.peer_rc_qpn)) ?
                          UCT_SYNCMEM_CM_REP_RESUMED : UCT_SYNCMEM_CM_REP_NEW_QP;
+    /* where the peer stopped: only of the QP our old QP talked to (not
+     * of one a failed try connected to our spare) */
+    ep->cm.rep_stopped = (ep->cm.rep == UCT_SYNCMEM_CM_REP_NEW_QP) &&
+                         (msg->flags & UCT_SYNCMEM_CM_F_RQ_PSN) &&
+                         (msg->old_qpn == ep->reconnect.old_peer_qpn);
+    ep->cm.rep_rq_psn  = msg->old_rq_psn;
     ep->cm.peer_rc_qpn = msg->rc_qpn;
 }
 

@@ -57,6 +57,9 @@ struct uct_syncmem_ep {
         ucs_time_t       next_retry;
         unsigned         retries_left;
         uint32_t         peer_rc_qpn;   /* from the REP */
+        uint32_t         rep_rq_psn;    /* ...where the replaced passive QP
+                                           stopped, if rep_stopped */
+        uint8_t          rep_stopped;
         uint16_t         gen;           /* bumped by each reconnect */
         volatile uint8_t rep;           /* UCT_SYNCMEM_CM_REP_*: set by the
                                            async handler, taken by progress */

@@ -303,3 +303,13 @@ uct_syncmem_ep_act_t uct_syncmem_ep_fsm_next(uint8_t *state,
         return UCT_SYNCMEM_EP_ACT_NONE;
     }
 }
+
+int32_t uct_syncmem_ep_fsm_peer_ran(uint32_t first_psn, uint32_t end_psn,
+                                    uint32_t rq_psn)
+{
+    const uint32_t mask = 0xffffffu; /* PSNs are 24 bits */
+    uint32_t span       = (end_psn - first_psn) & mask;
+    uint32_t ran        = (rq_psn - first_psn) & mask;
+
+    return (ran <= span) ? (int32_t)ran : -1;
+}

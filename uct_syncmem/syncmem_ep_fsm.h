@@ -78,6 +78,17 @@ uct_syncmem_ep_act_t uct_syncmem_ep_fsm_next(uint8_t *state,
                                              uct_syncmem_ep_ev_t event,
                                              const uct_syncmem_ep_fsm_in_t *in);
 
+/*
+ * FINISH_NEW_QP, when the REP says where the peer's responder stopped on
+ * its old QP (rq_psn: the PSN it expected next, read once that QP was in
+ * the error state, where nothing more runs): of the PSNs first_psn..
+ * end_psn - 1 that the requests of unknown outcome took, how many ran.
+ * -1: rq_psn lies outside them (24-bit PSNs, modulo), so it says nothing
+ * of these requests and none is taken to have run.
+ */
+int32_t uct_syncmem_ep_fsm_peer_ran(uint32_t first_psn, uint32_t end_psn,
+                                    uint32_t rq_psn);
+
 /* Names as in the table, for logs and tests. */
 extern const char *uct_syncmem_ep_state_names[];
 extern const char *uct_syncmem_ep_ev_names[];

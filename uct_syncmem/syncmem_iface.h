@@ -89,7 +89,9 @@ struct uct_syncmem_op {
     uct_syncmem_op_cb_t   handler;
     uct_completion_t      *comp;
     uct_unpack_callback_t unpack_cb;   /* get_bcopy */
-    void                  *unpack_arg;
+    void                  *arg;        /* get_bcopy: unpack_cb's; an atomic:
+                                          where its old value goes (NULL:
+                                          nobody wants it) */
     size_t                length;
 };
 

@@ -214,6 +214,39 @@ enum ibv_qp_state uct_syncmem_qp_query(struct ibv_qp *qp, uint32_t *rq_psn_p)
     return attr.qp_state;
 }
 
+/*
+ * Where the responder of qp stopped for good: the PSN it expected next once
+ * nothing more can run on it. The error state stops it; on Soft-RoCE a
+ * request it had begun may still finish on another CPU after the modify
+ * returns, and the reset that follows waits for its task (rxe_qp_reset),
+ * keeping the PSN. A device that clears it on reset (or reports anything
+ * before the error state's value) has the error state's value taken.
+ */
+ucs_status_t uct_syncmem_qp_stop(struct ibv_qp *qp, uint32_t *rq_psn_p)
+{
+    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+    struct ibv_qp_init_attr init;
+    uint32_t at_error, late;
+
+    if (ibv_modify_qp(qp, &attr, IBV_QP_STATE) ||
+        ibv_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_RQ_PSN, &init) ||
+        (attr.qp_state != IBV_QPS_ERR)) {
+        return UCS_ERR_IO_ERROR;
+    }
+    at_error      = attr.rq_psn;
+    attr.qp_state = IBV_QPS_RESET;
+    if (ibv_modify_qp(qp, &attr, IBV_QP_STATE) ||
+        ibv_query_qp(qp, &attr, IBV_QP_STATE | IBV_QP_RQ_PSN, &init)) {
+        return UCS_ERR_IO_ERROR;
+    }
+    /* a little later: a request finished; else (0, or before): cleared */
+    late      = (attr.rq_psn - at_error) & UCT_SYNCMEM_PSN_MASK;
+    *rq_psn_p = ((late < UCT_SYNCMEM_QP_STOP_SLACK) &&
+                 ((attr.rq_psn != 0) || (at_error == 0))) ? attr.rq_psn :
+                                                           at_error;
+    return UCS_OK;
+}
+
 ucs_status_t uct_syncmem_ah_create(uct_syncmem_iface_t *iface,
                                    const uct_syncmem_port_t *peer,
                                    struct ibv_ah **ah_p)

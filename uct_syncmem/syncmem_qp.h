@@ -26,6 +26,10 @@ ucs_status_t uct_syncmem_qp_resume(uct_syncmem_iface_t *iface,
 ucs_status_t uct_syncmem_qp_reinit(uct_syncmem_iface_t *iface,
                                    struct ibv_qp *qp);
 enum ibv_qp_state uct_syncmem_qp_query(struct ibv_qp *qp, uint32_t *rq_psn_p);
+/* Moves qp to the error state, then reset, and gives the PSN its responder
+ * expected next when it stopped: what ran on it is final. */
+#define UCT_SYNCMEM_QP_STOP_SLACK 0x1000u /* PSNs a request may still take */
+ucs_status_t uct_syncmem_qp_stop(struct ibv_qp *qp, uint32_t *rq_psn_p);
 enum ibv_mtu uct_syncmem_qp_path_mtu(uct_syncmem_iface_t *iface,
                                      const uct_syncmem_port_t *peer);
 ucs_status_t uct_syncmem_ah_create(uct_syncmem_iface_t *iface,

@@ -93,8 +93,10 @@ static ucs_status_t uct_syncmem_reconnect_start(uct_syncmem_ep_t *ep,
     kh_value(&iface->qp_eps, it) = ep;
 
     /* requests not rung yet are posted on the new QP with the others */
-    ep->reconnect.fail_sn     = sn;
-    ep->reconnect.old_last_sn = uct_syncmem_ep_rung_sn(ep);
+    ep->reconnect.fail_sn      = sn;
+    ep->reconnect.old_last_sn  = uct_syncmem_ep_rung_sn(ep);
+    ep->reconnect.unrun_sn     = ep->reconnect.old_last_sn + 1;
+    ep->reconnect.old_peer_qpn = ep->cm.peer_rc_qpn;
     ep->tx.rung_sn            = ep->tx.sn;
     ucs_list_del(&ep->db_list);
     ucs_list_head_init(&ep->db_list);
@@ -168,11 +170,27 @@ static ucs_status_t uct_syncmem_reconnect_finish(uct_syncmem_ep_t *ep,
     unsigned lost              = ep->lost.count;
     uint16_t count             = ep->tx.sn - ep->reconnect.fail_sn +
                                  1; /* posted again */
+    unsigned ran               = 0;
+    unsigned again             = 0;
+    char peer[64]              = "";
     ucs_status_t status;
 
     if (resumed) {
         status = uct_syncmem_reconnect_resume(ep, count);
     } else {
+        if (ep->cm.rep_stopped) {
+            ep->cm.rep_stopped = 0; /* one round's answer */
+            status = uct_syncmem_replay_peer_ran(ep, ep->cm.rep_rq_psn, &ran,
+                                                 &again);
+            if (status == UCS_OK) {
+                ucs_snprintf_safe(peer, sizeof(peer), " (%u had run at the"
+                                  " peer; %u atomics post again)", ran,
+                                  again);
+            } else {
+                ucs_snprintf_safe(peer, sizeof(peer), " (the peer's PSN 0x%x"
+                                  " is not about them)", ep->cm.rep_rq_psn);
+            }
+        }
         status = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
                                         ep->cm.peer_rc_qpn);
         /* a new QP starts at PSN 0 */
@@ -193,11 +211,11 @@ static ucs_status_t uct_syncmem_reconnect_finish(uct_syncmem_ep_t *ep,
     ep->tx.rung_sn = ep->tx.sn;
 
     ucs_diag("syncmem: ep %p: reconnected to iface 0x%" PRIx64 " after %.0f"
-             " ms (%s), %u requests replayed, %u atomics of unknown outcome"
+             " ms (%s), %u requests replayed%s, %u atomics of unknown outcome"
              " failed", ep, ep->cm.peer_iface_id,
              ucs_time_to_msec(ucs_get_time() - ep->reconnect.started),
              resumed ? "the same QPs, resumed" : "a new QP",
-             count, ep->lost.count - lost);
+             count, peer, ep->lost.count - lost);
     if (ep->lost.count > lost) {
         ucs_warn("syncmem: ep %p: %u atomic operations may or may not have"
                  " run when the link to iface 0x%" PRIx64 " failed; they"
@@ -228,7 +246,9 @@ static ucs_status_t uct_syncmem_reconnect_restart(uct_syncmem_ep_t *ep)
     ucs_diag("syncmem: ep %p: connecting to iface 0x%" PRIx64 " after its"
              " answer failed; asking again for a new QP", ep,
              ep->cm.peer_iface_id);
-    ep->reconnect.resume = 0;
+    ep->reconnect.resume   = 0;
+    /* the spare may have sent them to the peer: none is surely unrun */
+    ep->reconnect.unrun_sn = ep->tx.sn + 1;
     uct_syncmem_cm_reconnect(ep);
     return UCS_OK;
 }

@@ -15,6 +15,14 @@ typedef struct uct_syncmem_reconnect {
     struct ibv_qp    *old_qp;       /* broken, until its flushes are in */
     uint16_t         fail_sn;       /* first request of unknown outcome */
     uint16_t         old_last_sn;   /* last request posted on old_qp */
+    uint32_t         old_peer_qpn;  /* the passive QP old_qp talked to */
+    uint16_t         unrun_sn;      /* first request the peer surely did
+                                       not run: after old_last_sn, or what
+                                       its REP says (RQ_PSN) */
+    uint16_t         ran_end;       /* while ran_valid: requests before it
+                                       ran (the peer said so), and are
+                                       never posted as themselves again */
+    uint8_t          ran_valid;     /* ...until they have all completed */
     uint8_t          resume;        /* this generation's REQ asks to
                                        resume */
     uint32_t         old_rq_psn;    /* old_qp's next expected PSN */

@@ -200,19 +200,125 @@ const char *uct_syncmem_replay_resume_risk(const uct_syncmem_ep_t *ep,
     return NULL;
 }
 
+/* Whether the peer said request sn ran (uct_syncmem_replay_peer_ran):
+ * then, a get excepted, an empty write holds its place. */
+static int uct_syncmem_replay_ran(const uct_syncmem_ep_t *ep, uint16_t sn,
+                                  const uct_syncmem_replay_t *e)
+{
+    return ep->reconnect.ran_valid &&
+           UCS_CIRCULAR_COMPARE16(sn, <, ep->reconnect.ran_end) &&
+           (e->opcode != IBV_WR_RDMA_READ);
+}
+
+/* PSNs request sn takes as posted now (an empty write: one). */
+static uint32_t uct_syncmem_replay_entry_npkts(const uct_syncmem_ep_t *ep,
+                                               uint16_t sn)
+{
+    const uct_syncmem_replay_t *e = uct_syncmem_replay_entry(&ep->replay, sn);
+
+    return uct_syncmem_replay_ran(ep, sn, e) ? 1 :
+           uct_syncmem_wr_npkts(&ep->replay, e->opcode, e->length);
+}
+
 /* PSNs that requests first.. (count of them) take: a reconnect counts
  * back from next_psn to where they start. */
 uint32_t uct_syncmem_replay_npkts(const uct_syncmem_ep_t *ep, uint16_t first,
                                   uint16_t count)
 {
-    const uct_syncmem_replay_t *e;
     uint32_t npkts = 0;
 
     for (; count > 0; --count, ++first) {
-        e      = uct_syncmem_replay_entry(&ep->replay, first);
-        npkts += uct_syncmem_wr_npkts(&ep->replay, e->opcode, e->length);
+        npkts += uct_syncmem_replay_entry_npkts(ep, first);
     }
     return npkts;
+}
+
+/* Whether the old value an atomic fetches is wanted: by a CAS always (an
+ * emulated operation's next step reads it), by a fetch-add if its op has
+ * somewhere to put it (syncmem_amo.c). */
+static int uct_syncmem_replay_reply_wanted(uct_syncmem_ep_t *ep, uint16_t sn,
+                                           const uct_syncmem_replay_t *e)
+{
+    uct_syncmem_op_t *op;
+
+    if (e->opcode != IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        return 1;
+    }
+    ucs_queue_for_each(op, &ep->tx.outstanding, queue) {
+        if (op->sn == sn) {
+            return op->arg != NULL;
+        }
+    }
+    return 1;
+}
+
+/*
+ * The REP of a reconnect onto a new QP said where the peer's responder
+ * stopped on the QP our old QP talked to: it expected rq_psn next. Of the
+ * requests the old QP sent (fail_sn..old_last_sn), those all of whose
+ * packets lie below rq_psn ran, and the others never will. The ones that
+ * ran are not posted as themselves again (an empty write holds the place
+ * of each, so that completions, fences and PSNs stay as they were), a get
+ * excepted (its data never came back); of them an atomic whose old value
+ * was wanted fails (the value is gone), the others succeed. From the first
+ * that did not run, everything is posted again as itself, atomics too:
+ * they run once. *ran_p: how many ran; *atomics_p: atomics of the old QP
+ * that post again as themselves (the peer never ran them).
+ * UCS_ERR_INVALID_PARAM (and nothing changes): rq_psn lies outside the
+ * PSNs those requests took, so it is not about them.
+ */
+ucs_status_t uct_syncmem_replay_peer_ran(uct_syncmem_ep_t *ep,
+                                         uint32_t rq_psn, unsigned *ran_p,
+                                         unsigned *atomics_p)
+{
+    uint16_t first     = ep->reconnect.fail_sn;
+    uint16_t sent      = ep->reconnect.old_last_sn - first + 1;
+    uint32_t first_psn = (ep->replay.next_psn -
+                          uct_syncmem_replay_npkts(ep, first,
+                                                   ep->tx.sn - first + 1)) &
+                         UCT_SYNCMEM_PSN_MASK;
+    uint32_t psns      = 0;
+    uct_syncmem_replay_t *e;
+    uint32_t npkts;
+    uint16_t sn, rest;
+    int32_t ran;
+
+    ran = uct_syncmem_ep_fsm_peer_ran(first_psn,
+                                      first_psn +
+                                      uct_syncmem_replay_npkts(ep, first,
+                                                               sent),
+                                      rq_psn);
+    if (ran < 0) {
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    for (sn = first; sn != (uint16_t)(first + sent); ++sn) {
+        e     = uct_syncmem_replay_entry(&ep->replay, sn);
+        npkts = uct_syncmem_replay_entry_npkts(ep, sn);
+        if (psns + npkts > (uint32_t)ran) {
+            break;
+        }
+        psns += npkts;
+        if (uct_syncmem_opcode_is_atomic(e->opcode) && !e->lost &&
+            uct_syncmem_replay_reply_wanted(ep, sn, e)) {
+            e->lost          = 1;
+            ep->lost.last_sn = sn;
+            ++ep->lost.count;
+        }
+    }
+
+    *ran_p                 = (uint16_t)(sn - first);
+    ep->reconnect.unrun_sn = sn;
+    for (*atomics_p = 0, rest = sn; rest != (uint16_t)(first + sent); ++rest) {
+        e           = uct_syncmem_replay_entry(&ep->replay, rest);
+        *atomics_p += uct_syncmem_opcode_is_atomic(e->opcode) && !e->lost;
+    }
+    if (!ep->reconnect.ran_valid ||
+        UCS_CIRCULAR_COMPARE16(ep->reconnect.ran_end, <, sn)) {
+        ep->reconnect.ran_end = sn;
+    }
+    ep->reconnect.ran_valid = (ep->reconnect.ran_end != first);
+    return UCS_OK;
 }
 
 /* The work request of ring entry sn (and its sge, for inline bytes), to
@@ -227,13 +333,28 @@ static void uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
     wr->send_flags = e->send_flags;
     wr->imm_data   = e->imm_data;
 
+    if ((how != UCT_SYNCMEM_POST_RING) && uct_syncmem_replay_ran(ep, sn, e)) {
+        /* ran on a QP before: never again */
+        wr->opcode              = IBV_WR_RDMA_WRITE;
+        wr->send_flags         &= ~IBV_SEND_INLINE;
+        wr->wr.rdma.remote_addr = 0;
+        wr->wr.rdma.rkey        = 0;
+        wr->sg_list             = NULL;
+        wr->num_sge             = 0;
+        if (uct_syncmem_opcode_is_atomic(e->opcode)) {
+            wr->send_flags     |= IBV_SEND_SIGNALED; /* as a lost one's */
+        }
+        return;
+    }
+
     if (uct_syncmem_opcode_is_atomic(e->opcode)) {
         if (!e->lost &&
             ((how == UCT_SYNCMEM_POST_RING) ||
-             UCS_CIRCULAR_COMPARE16(sn, >, ep->reconnect.old_last_sn) ||
+             UCS_CIRCULAR_COMPARE16(sn, >=, ep->reconnect.unrun_sn) ||
              (how == UCT_SYNCMEM_POST_RESUMED))) {
-            /* first time, never reached the old QP, or the peer's
-             * responder tells a duplicate from a new one: it runs once */
+            /* first time, never ran (it never reached the old QP, or the
+             * peer says so), or the peer's responder tells a duplicate
+             * from a new one: it runs once */
             wr->wr.atomic.remote_addr = e->remote_addr;
             wr->wr.atomic.rkey        = e->rkey;
             wr->wr.atomic.compare_add = e->data[0];

@@ -92,6 +92,9 @@ void uct_syncmem_replay_ep_cleanup(uct_syncmem_ep_t *ep);
 void uct_syncmem_replay_destroy_old_qp(uct_syncmem_ep_t *ep);
 ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
                                      uint16_t count, int how);
+ucs_status_t uct_syncmem_replay_peer_ran(uct_syncmem_ep_t *ep,
+                                         uint32_t rq_psn, unsigned *ran_p,
+                                         unsigned *atomics_p);
 uint32_t uct_syncmem_replay_npkts(const uct_syncmem_ep_t *ep, uint16_t first,
                                   uint16_t count);
 const char *uct_syncmem_replay_resume_risk(const uct_syncmem_ep_t *ep,

@@ -211,7 +211,7 @@ static void uct_syncmem_get_bcopy_done(uct_syncmem_op_t *op,
     uct_syncmem_desc_t *desc = ucs_derived_of(op, uct_syncmem_desc_t);
 
     if (status == UCS_OK) {
-        op->unpack_cb(op->unpack_arg, uct_syncmem_desc_data(desc),
+        op->unpack_cb(op->arg, uct_syncmem_desc_data(desc),
                       op->length);
     }
     if (op->comp != NULL) {
@@ -240,7 +240,7 @@ ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h tl_ep,
     }
     desc->super.comp       = comp;
     desc->super.unpack_cb  = unpack_cb;
-    desc->super.unpack_arg = arg;
+    desc->super.arg        = arg;
     desc->super.length     = length;
 
     sge.addr   = (uintptr_t)uct_syncmem_desc_data(desc);

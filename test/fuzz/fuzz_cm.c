@@ -76,6 +76,11 @@ static void fuzz_make_msg(fuzz_in_t *in, uct_syncmem_iface_t *iface,
     msg.dst_iface_id = (what & 0x80) ? fuzz_u32(in) : iface->id;
     msg.conn_id      = fuzz_u8(in) % 8;
     msg.gen          = fuzz_u8(in) % 4;
+    msg.flags        = fuzz_u8(in);
+    if (msg.flags & UCT_SYNCMEM_CM_F_RQ_PSN) {
+        msg.old_qpn    = 0x200 + fuzz_u8(in);
+        msg.old_rq_psn = fuzz_u32(in);
+    }
     fuzz_local_port(&sender, 1);
     sender.gid.raw[15] = 2 + (what >> 4) % 3;
     uct_syncmem_dev_addr_pack(&sender, &msg.src_dev);
@@ -97,7 +102,9 @@ static void fuzz_message(fuzz_in_t *in, uct_syncmem_iface_t *iface,
 
     if (how & 1) {
         fuzz_make_msg(in, iface, slot, &src_qp);
-        byte_len = UCT_SYNCMEM_CM_GRH_LEN + sizeof(msg);
+        /* a version 1 peer's is shorter */
+        byte_len = UCT_SYNCMEM_CM_GRH_LEN +
+                   ((how & 4) ? UCT_SYNCMEM_CM_MSG_V1_LEN : sizeof(msg));
         if (how & 2) {  /* and garble one byte of it */
             slot[fuzz_u8(in) % sizeof(msg)] ^= fuzz_u8(in) | 1;
         }
@@ -152,6 +159,13 @@ static void fuzz_message(fuzz_in_t *in, uct_syncmem_iface_t *iface,
                    (ep->cm.gen == msg.gen) &&
                    (ep->cm.peer_cm_qpn == src_qp));
         uct_syncmem_cm_replied(ep, &msg);
+        /* where the old QP stopped: only from a version 2 REP saying so,
+         * about the QP the endpoint's old QP talked to, never resumed */
+        FUZZ_CHECK(!ep->cm.rep_stopped ||
+                   ((msg.flags & UCT_SYNCMEM_CM_F_RQ_PSN) &&
+                    (byte_len >= UCT_SYNCMEM_CM_GRH_LEN + sizeof(msg)) &&
+                    (msg.old_qpn == ep->reconnect.old_peer_qpn) &&
+                    (ep->cm.rep == UCT_SYNCMEM_CM_REP_NEW_QP)));
         break;
     case UCT_SYNCMEM_CM_RELEASE:
         FUZZ_CHECK((p != NULL) && (p->peer_cm_qpn == src_qp));
@@ -195,6 +209,8 @@ static void fuzz_endpoint(fuzz_in_t *in, uct_syncmem_iface_t *iface,
             ep->state = UCT_SYNCMEM_EP_RECONN_WAIT_BOTH;
             ++ep->cm.gen;
             ep->cm.rep = UCT_SYNCMEM_CM_REP_NONE;
+            /* as uct_syncmem_reconnect_start notes it */
+            ep->reconnect.old_peer_qpn = ep->cm.peer_rc_qpn;
         }
         break;
     case 3:

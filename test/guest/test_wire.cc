@@ -535,3 +535,152 @@ TEST_F(syncmem_wire_test, reconnect_after_a_cut_read_reply_returns_the_data)
         release(memh);
     }
 }
+
+// A link that breaks with atomics in flight: the first ones ran at the peer
+// (their replies were lost on its way out), the later ones never reached
+// it. Its REP says where its old QP stopped: what ran does not run again (a
+// fetch among it fails, its value gone; an add nobody fetches succeeds),
+// what never ran runs once on the new QP, in order. Each add is a distinct
+// bit, so the word says what ran how often. With keepalive (the peer's
+// keepalive released its old QP before the REQ came: no answer about it),
+// every atomic of unknown outcome fails, and still none runs twice.
+class syncmem_wire_atomics_test : public syncmem_wire_test,
+                                  public ::testing::WithParamInterface<bool> {
+};
+
+TEST_P(syncmem_wire_atomics_test, atomics_the_peer_never_ran_run_once)
+{
+    const bool released = GetParam();
+    uct_iface_h a, b;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &a,
+                                 {{"RC_TIMEOUT", "10ms"},
+                                  {"RC_RETRY_COUNT", "2"},
+                                  {"CM_TIMEOUT", "50ms"},
+                                  {"RECONNECT_RESUME", "n"},
+                                  {"RECONNECT_TIMEOUT", "20s"}}));
+    if (released) {
+        ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b,
+                                     {{"KEEPALIVE_INTERVAL", "100ms"},
+                                      {"RC_TIMEOUT", "20ms"},
+                                      {"RC_RETRY_COUNT", "3"}}));
+    } else {
+        ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b));
+    }
+    uct_ep_h ep;
+    ASSERT_EQ(UCS_OK, connect(a, b, &ep));
+    std::vector<uint64_t> far(1, 0), scratch(1, 0);
+    uct_rkey_t rkey = remote(far);
+    ASSERT_EQ(UCS_OK, put_sequence(ep, scratch, remote(scratch))); // working
+
+    struct fetch {
+        uint64_t         add, result;
+        uct_completion_t comp;
+    };
+    fetch ran[4], unrun[3];
+    auto post_fetch = [&](fetch &f, uint64_t add) {
+        f.add    = add;
+        f.result = ~0ull;
+        f.comp   = { [](uct_completion_t*) {}, 1, UCS_OK };
+        EXPECT_EQ(UCS_INPROGRESS,
+                  uct_ep_atomic64_fetch(ep, UCT_ATOMIC_OP_ADD, add, &f.result,
+                                        (uintptr_t)&far[0], rkey, &f.comp));
+    };
+
+    // the peer's answers are lost from now on: what we send runs there
+    ASSERT_EQ(0, system(("tc qdisc replace dev " + m_net[1] +
+                         " root netem loss 100%").c_str()));
+    for (int i = 0; i < 4; ++i) {
+        post_fetch(ran[i], 1ull << i);                         // 1..8
+    }
+    for (uint64_t add : { 16ull, 32ull }) {                    // nobody fetches
+        EXPECT_EQ(UCS_OK, uct_ep_atomic64_post(ep, UCT_ATOMIC_OP_ADD, add,
+                                               (uintptr_t)&far[0], rkey));
+    }
+    for (int i = 0; (i < 5000) && (*(volatile uint64_t*)&far[0] != 63); ++i) {
+        usleep(1000);
+    }
+    ASSERT_EQ(63u, far[0]) << "the peer did not run the first six";
+
+    // and now ours too: these never reach the peer
+    ASSERT_EQ(0, system(("tc qdisc replace dev " + m_net[0] +
+                         " root netem loss 100%").c_str()));
+    for (int i = 0; i < 3; ++i) {
+        post_fetch(unrun[i], 64ull << i);                      // 64..256
+    }
+    struct ibv_qp *qp = ucs_derived_of(ep, uct_syncmem_ep_t)->qp;
+    uint32_t psn;
+    for (int i = 0; (i < 5000) &&
+                    (uct_syncmem_qp_query(qp, &psn) != IBV_QPS_ERR); ++i) {
+        usleep(1000);
+    }
+    ASSERT_EQ(IBV_QPS_ERR, uct_syncmem_qp_query(qp, &psn))
+            << "the QP never failed";
+    if (released) {
+        // the peer's keepalive finds us gone and releases its QP
+        for (int i = 0; (i < 600) && (uct_syncmem_iface_num_passive(b) > 0);
+             ++i) {
+            usleep(50 * 1000);
+        }
+        ASSERT_EQ(0u, uct_syncmem_iface_num_passive(b))
+                << "the keepalive did not release the connection";
+    }
+    set_loss(0);
+
+    wait_bound bound("the reconnect and every atomic's completion");
+    auto done = [&]() {
+        for (const fetch &f : ran) {
+            if (f.comp.count > 0) {
+                return false;
+            }
+        }
+        for (const fetch &f : unrun) {
+            if (f.comp.count > 0) {
+                return false;
+            }
+        }
+        return true;
+    };
+    while (!done() && bound()) {
+        uct_worker_progress(m_worker);
+    }
+    ASSERT_TRUE(done());
+    EXPECT_EQ(1u, uct_syncmem_ep_reconnects(ep));
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ucs_status_t status   = uct_ep_flush(ep, 0, &comp);
+    wait_bound bound2("the flush");
+    while ((status == UCS_INPROGRESS) && (comp.count > 0) && bound2()) {
+        uct_worker_progress(m_worker);
+    }
+    ucs_status_t flushed = (status == UCS_INPROGRESS) ? comp.status : status;
+
+    for (const fetch &f : ran) {
+        EXPECT_EQ(UCS_ERR_CONNECTION_RESET, f.comp.status)
+                << "fetch-add " << f.add << " ran, its value is gone";
+    }
+    if (!released) {
+        EXPECT_EQ(63u + 448u, far[0]) << "each add exactly once";
+        uint64_t before = 63;
+        for (const fetch &f : unrun) {
+            EXPECT_EQ(UCS_OK, f.comp.status) << "fetch-add " << f.add;
+            EXPECT_EQ(before, f.result) << "fetch-add " << f.add;
+            before += f.add;
+        }
+        EXPECT_EQ(UCS_OK, flushed) << "the adds nobody fetched ran once";
+    } else {
+        EXPECT_EQ(63u, far[0]) << "none twice, none that may have run";
+        for (const fetch &f : unrun) {
+            EXPECT_EQ(UCS_ERR_CONNECTION_RESET, f.comp.status)
+                    << "fetch-add " << f.add << ": may have run";
+        }
+        EXPECT_EQ(UCS_ERR_CONNECTION_RESET, flushed)
+                << "the adds nobody fetched may or may not have run";
+    }
+    EXPECT_TRUE(m_errors.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(, syncmem_wire_atomics_test, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool> &info) {
+                             return std::string(info.param ?
+                                                "old_qp_released" :
+                                                "peer_says_where");
+                         });

@@ -52,7 +52,8 @@ protected:
     // A well-formed message from the UD QP src_qp, as received.
     std::vector<uint8_t> msg(uint8_t type, uint32_t src_qp, uint64_t conn,
                              uint16_t gen = 0, uint8_t flags = 0,
-                             uint32_t rc_qpn = 0) {
+                             uint32_t rc_qpn = 0, uint32_t old_qpn = 0,
+                             uint32_t old_rq_psn = 0) {
         uct_syncmem_cm_msg_t m = {};
         uct_syncmem_port_t sender = m_iface->port;
 
@@ -65,6 +66,8 @@ protected:
         m.dst_iface_id = m_iface->id;
         m.conn_id      = conn;
         m.gen          = gen;
+        m.old_qpn      = old_qpn;
+        m.old_rq_psn   = old_rq_psn;
         uct_syncmem_dev_addr_pack(&sender, &m.src_dev);
         std::vector<uint8_t> buf(sizeof(m));
         memcpy(buf.data(), &m, sizeof(m));
@@ -118,7 +121,7 @@ TEST_F(cm, truncated_foreign_and_impossible_messages_are_dropped)
 {
     std::vector<uint8_t> m = msg(UCT_SYNCMEM_CM_REQ, 0x40, 1);
 
-    m.pop_back();
+    m.resize(UCT_SYNCMEM_CM_MSG_V1_LEN - 1); // shorter than any version's
     EXPECT_EQ(refused, receive(m, 0x40));
     m = msg(UCT_SYNCMEM_CM_REQ, 0x40, 1);
     m[offsetof(uct_syncmem_cm_msg_t, dst_iface_id)] ^= 1;
@@ -233,5 +236,61 @@ TEST_F(cm, resume_noted_only_for_the_same_qp)
               receive(msg(UCT_SYNCMEM_CM_REP, 0x40, 7, 3, 0, 0x601), 0x40));
     EXPECT_EQ(UCT_SYNCMEM_CM_REP_NEW_QP, ep.cm.rep)
             << "a new QP, but taken for resumed";
+    ucs_list_del(&ep.list);
+}
+
+// A REP of a reconnect onto a new passive QP says where the QP it replaced
+// stopped; believed only of the QP the endpoint's old QP talked to, and
+// not from a version 1 peer (whose message ends before it).
+TEST_F(cm, where_the_replaced_qp_stopped)
+{
+    const uint8_t stopped = UCT_SYNCMEM_CM_F_RQ_PSN;
+    uct_syncmem_ep_t ep   = {};
+    ep.state              = UCT_SYNCMEM_EP_RECONN_WAIT_BOTH;
+    ep.cm.conn_id         = 7;
+    ep.cm.peer_iface_id   = 0xabc;
+    ep.cm.peer_cm_qpn     = 0x40;
+    ep.cm.peer_rc_qpn     = 0x507;
+    ep.cm.gen             = 1;
+    ep.reconnect.old_peer_qpn = 0x507;
+    ucs_list_add_tail(&m_iface->eps, &ep.list);
+
+    EXPECT_EQ(UCT_SYNCMEM_CM_REPLIED,
+              receive(msg(UCT_SYNCMEM_CM_REP, 0x40, 7, 1, stopped, 0x601,
+                          0x507, 0x123456), 0x40));
+    EXPECT_EQ(UCT_SYNCMEM_CM_REP_NEW_QP, ep.cm.rep);
+    EXPECT_EQ(1, ep.cm.rep_stopped);
+    EXPECT_EQ(0x123456u, ep.cm.rep_rq_psn);
+    EXPECT_EQ(0x601u, ep.cm.peer_rc_qpn);
+
+    // the next generation's: about a QP our old QP never talked to (a try
+    // that failed), or from a version 1 peer, or without the flag
+    const struct {
+        std::vector<uint8_t> rep;
+        const char           *what;
+    } cases[] = {
+        { msg(UCT_SYNCMEM_CM_REP, 0x40, 7, 2, stopped, 0x602, 0x601, 5),
+          "about another QP" },
+        { msg(UCT_SYNCMEM_CM_REP, 0x40, 7, 2, stopped, 0x602, 0x507, 5),
+          "version 1" },
+        { msg(UCT_SYNCMEM_CM_REP, 0x40, 7, 2, 0, 0x602, 0x507, 5),
+          "no flag" },
+    };
+    for (const auto &c : cases) {
+        SCOPED_TRACE(c.what);
+        std::vector<uint8_t> rep = c.rep;
+        if (strcmp(c.what, "version 1") == 0) {
+            rep.resize(UCT_SYNCMEM_CM_MSG_V1_LEN);
+        }
+        ep.cm.rep         = UCT_SYNCMEM_CM_REP_NONE;
+        ep.cm.gen         = 2;
+        ep.cm.rep_stopped = 1;
+        EXPECT_EQ(UCT_SYNCMEM_CM_REPLIED, receive(rep, 0x40));
+        EXPECT_EQ(UCT_SYNCMEM_CM_REP_NEW_QP, ep.cm.rep);
+        EXPECT_EQ(0, ep.cm.rep_stopped);
+        EXPECT_EQ(0x602u, ep.cm.peer_rc_qpn);
+        ep.cm.peer_rc_qpn = 0x601;
+        ep.cm.gen         = 1;
+    }
     ucs_list_del(&ep.list);
 }

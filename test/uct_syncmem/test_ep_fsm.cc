@@ -557,3 +557,22 @@ TEST(ep_fsm, reconnect_off)
                          { E(ERROR), A(FAIL), S(FAILED) },
                          { E(ERROR), A(RETIRE), S(FAILED) } }, in);
 }
+
+// What the peer's PSN says of the PSNs first..end - 1 (24 bits, modulo).
+TEST(ep_fsm, peer_ran)
+{
+    EXPECT_EQ(0, uct_syncmem_ep_fsm_peer_ran(100, 110, 100));
+    EXPECT_EQ(4, uct_syncmem_ep_fsm_peer_ran(100, 110, 104));
+    EXPECT_EQ(10, uct_syncmem_ep_fsm_peer_ran(100, 110, 110));
+    EXPECT_EQ(-1, uct_syncmem_ep_fsm_peer_ran(100, 110, 111));
+    EXPECT_EQ(-1, uct_syncmem_ep_fsm_peer_ran(100, 110, 99));
+    EXPECT_EQ(-1, uct_syncmem_ep_fsm_peer_ran(100, 110, 0));
+    EXPECT_EQ(0, uct_syncmem_ep_fsm_peer_ran(5, 5, 5));
+    EXPECT_EQ(-1, uct_syncmem_ep_fsm_peer_ran(5, 5, 6));
+    // across the wrap: 0xfffffe, 0xffffff, 0, 1
+    EXPECT_EQ(0, uct_syncmem_ep_fsm_peer_ran(0xfffffe, 2, 0xfffffe));
+    EXPECT_EQ(2, uct_syncmem_ep_fsm_peer_ran(0xfffffe, 2, 0));
+    EXPECT_EQ(4, uct_syncmem_ep_fsm_peer_ran(0xfffffe, 2, 2));
+    EXPECT_EQ(-1, uct_syncmem_ep_fsm_peer_ran(0xfffffe, 2, 3));
+    EXPECT_EQ(-1, uct_syncmem_ep_fsm_peer_ran(0xfffffe, 2, 0xfffffd));
+}

@@ -261,3 +261,93 @@ TEST_F(replay_ring, fast_and_generic_writers_agree)
                   uct_syncmem_replay_npkts(m_ep, 1, 1)) << "opcode " << wr.opcode;
     }
 }
+
+// A reconnect onto a new QP whose REP says where the peer's old QP stopped
+// (uct_syncmem_replay_peer_ran): the requests whose packets all lie below
+// it ran; a fetching atomic among them fails, a non-fetching one does not;
+// atomics from the first request that did not run entirely post again as
+// themselves; a PSN outside the requests changes nothing.
+TEST_F(replay_ring, what_the_peer_ran)
+{
+    ibv_sge put2k = { 0x5000, 2048, 11 }, put3k = { 0x6000, 3000, 11 };
+    ibv_sge word  = { 0x7000, 8, 11 }, get1k = { 0x8000, 1024, 11 };
+    ibv_send_wr fadd;
+    memset(&fadd, 0, sizeof(fadd));
+    fadd.opcode  = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    fadd.sg_list = &word;
+    fadd.num_sge = 1;
+    const ibv_send_wr wrs[] = {
+        rdma(IBV_WR_RDMA_WRITE, &put2k, 1), // 1: PSNs 100, 101
+        fadd,                               // 2: 102, its value wanted
+        fadd,                               // 3: 103, its value not wanted
+        rdma(IBV_WR_RDMA_READ, &get1k, 1),  // 4: 104
+        rdma(IBV_WR_RDMA_WRITE, &put3k, 1), // 5: 105..107
+        fadd                                // 6: 108, its value wanted
+    };
+    uint64_t result;
+    uct_syncmem_op_t ops[3] = {};
+    const uint16_t op_sn[3] = { 2, 3, 6 };
+
+    for (uint32_t base : { 100u, 0xfffffcu }) { // and across the PSN wrap
+        SCOPED_TRACE("first PSN " + std::to_string(base));
+        for (uint32_t rq_psn : { 0u, 1u, 2u, 3u, 4u, 5u, 6u, 8u, 9u, 10u,
+                                 0xffffffu }) {
+            SCOPED_TRACE("peer at first PSN + " + std::to_string(rq_psn));
+            memset(m_ep->replay.ring, 0,
+                   (m_ep->replay.mask + 1) * m_ep->replay.stride);
+            memset(&m_ep->reconnect, 0, sizeof(m_ep->reconnect));
+            memset(&m_ep->lost, 0, sizeof(m_ep->lost));
+            ucs_queue_head_init(&m_ep->tx.outstanding);
+            m_ep->replay.next_psn = base;
+            for (uint16_t sn = 1; sn <= 6; ++sn) {
+                syncmem_test_replay_save(m_ep, &wrs[sn - 1], sn);
+            }
+            for (int i = 0; i < 3; ++i) {
+                ops[i].sn  = op_sn[i];
+                ops[i].arg = (op_sn[i] == 3) ? nullptr : &result;
+                ucs_queue_push(&m_ep->tx.outstanding, &ops[i].queue);
+            }
+            m_ep->tx.sn                  = 6;
+            m_ep->reconnect.fail_sn      = 1;
+            m_ep->reconnect.old_last_sn  = 6;
+            m_ep->reconnect.unrun_sn     = 7;
+
+            unsigned ran = 99, again = 99;
+            ucs_status_t status = uct_syncmem_replay_peer_ran(
+                    m_ep, (base + rq_psn) & 0xffffff, &ran, &again);
+            if (rq_psn > 9) { // past PSN 108, the last the requests took
+                EXPECT_EQ(UCS_ERR_INVALID_PARAM, status);
+                EXPECT_EQ(7, m_ep->reconnect.unrun_sn);
+                EXPECT_EQ(0, m_ep->reconnect.ran_valid);
+                EXPECT_EQ(0u, m_ep->lost.count);
+                EXPECT_EQ(9u, uct_syncmem_replay_npkts(m_ep, 1, 6));
+                continue;
+            }
+            ASSERT_EQ(UCS_OK, status);
+            // requests wholly below the peer's PSN: 2 PSNs, then 1, 1, 1, 3, 1
+            const unsigned ends[] = { 2, 3, 4, 5, 8, 9 };
+            unsigned expect_ran = 0;
+            while ((expect_ran < 6) && (ends[expect_ran] <= rq_psn)) {
+                ++expect_ran;
+            }
+            EXPECT_EQ(expect_ran, ran);
+            EXPECT_EQ(1 + expect_ran, (unsigned)m_ep->reconnect.unrun_sn);
+            EXPECT_EQ((int)(expect_ran > 0), m_ep->reconnect.ran_valid);
+            EXPECT_EQ(expect_ran >= 2, entry(2)->lost) << "a fetch that ran";
+            EXPECT_EQ(0, entry(3)->lost) << "ran or not, nobody wants it";
+            EXPECT_EQ((int)(expect_ran >= 6), entry(6)->lost);
+            EXPECT_EQ((unsigned)((expect_ran >= 2) + (expect_ran >= 6)),
+                      m_ep->lost.count);
+            EXPECT_EQ((unsigned)((expect_ran < 2) + (expect_ran < 3) +
+                                 (expect_ran < 6)), again);
+            // what ran posts again as an empty write (one PSN), a get as
+            // itself
+            unsigned npkts = 0;
+            const unsigned real[] = { 2, 1, 1, 1, 3, 1 };
+            for (unsigned i = 0; i < 6; ++i) {
+                npkts += ((i < expect_ran) && (i != 3)) ? 1 : real[i];
+            }
+            EXPECT_EQ(npkts, uct_syncmem_replay_npkts(m_ep, 1, 6));
+        }
+    }
+}
