@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The module's files as a call graph, from the compiler's own call graphs.
 
-usage: layers.py [--print] [--dot] FILE.ci...
+usage: layers.py [--print] [--dot] [--doc MD] FILE.ci...
 
 Reads the .ci files gcc writes with -fcallgraph-info (compiled at -O0 with
 -fkeep-inline-functions, so that every call is still a call and every inline
@@ -15,7 +15,9 @@ lower file reaches up.
 Exits 1, naming the files and one call of each edge, when the file graph has
 a circle (a file calls a function of a file that calls it back, directly or
 through others); 0 otherwise. --print lists the files by layer (a file only
-calls files in lower layers), with what each one calls.
+calls files in lower layers), with what each one calls. --doc MD: also
+fails unless MD's table rows '| LAYER | `FILE` | ... |' give every module
+source (.c, .inl) the layer computed here.
 """
 import collections
 import os
@@ -39,9 +41,13 @@ def read(files):
     defined = {}            # global function name -> defining file
     where = {}              # node title -> (function name, file or None)
     edges = []              # (caller title, callee title, call site)
+    units = set()           # the sources compiled
     for ci in files:
         with open(ci, encoding='utf-8', errors='replace') as f:
             text = f.read()
+        m = re.match(r'graph: \{ title: "([^"]*)"', text)
+        if m and own(m.group(1)):
+            units.add(own(m.group(1)))     # a unit calling no other file
         for line in text.splitlines():
             m = NODE.search(line)
             if not m:
@@ -68,7 +74,7 @@ def read(files):
         if sfile and dfile and sfile != dfile:
             calls[sfile].setdefault(dfile, '%s -> %s (%s:%s)'
                                     % (sname, dname, sfile, line))
-    nodes = set(defined.values()) | set(calls)
+    nodes = set(defined.values()) | set(calls) | units
     for b in calls.values():
         nodes |= set(b)
     return nodes, calls
@@ -119,7 +125,33 @@ def layers(nodes, calls):
     return level
 
 
+def check_doc(path, nodes, level):
+    """Mismatches between MD's table of layers and the computed ones."""
+    row = re.compile(r'^\| *(\d+) *\| *`([^`]+)` *\|')
+    said = {}
+    with open(path, encoding='utf-8') as f:
+        for line in f:
+            m = row.match(line)
+            if m:
+                said[m.group(2)] = int(m.group(1))
+    bad = []
+    for v in sorted(n for n in nodes if n.endswith(('.c', '.inl'))):
+        if v not in said:
+            bad.append('%s: not in the table' % v)
+        elif said[v] != level[v]:
+            bad.append('%s: layer %d in the table, %d computed'
+                       % (v, said[v], level[v]))
+    for v in sorted(set(said) - set(nodes)):
+        bad.append('%s: in the table, not in the module' % v)
+    return bad
+
+
 def main(argv):
+    doc = None
+    if '--doc' in argv:
+        i = argv.index('--doc')
+        doc = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
     opts = [a for a in argv if a.startswith('--')]
     files = [a for a in argv if not a.startswith('--')]
     if not files or '--help' in opts:
@@ -141,8 +173,15 @@ def main(argv):
         print('layers: %d circle(s) between files: a lower file may reach a higher '
               'one only through a callback or an event' % len(bad))
         return 1
+    level = layers(nodes, calls)
+    if doc:
+        bad = check_doc(doc, nodes, level)
+        for b in bad:
+            print('%s: %s' % (doc, b))
+        if bad:
+            print('layers: %s does not show the layers the code has' % doc)
+            return 1
     if '--print' in opts:
-        level = layers(nodes, calls)
         for lv in sorted(set(level.values())):
             for v in sorted(n for n in nodes if level[n] == lv):
                 print('%d %-24s %s' % (lv, v, ' '.join(sorted(calls.get(v, {})))))
