@@ -11,20 +11,24 @@
 #    with the cache on and off;
 #  - message-size sweeps of put bandwidth and latency;
 #  - passive-target atomics: UCP, MPI and OpenSHMEM atomics on a target
-#    that computes (passive.c, passive_mpi.c, passive_shmem.c).
+#    that computes (passive.c, passive_mpi.c, passive_shmem.c);
+#  - only with --only scale: what an endpoint costs at 1 to 1024 endpoints
+#    per worker (scale.c), syncmem, reconnect on and off, and rc_verbs.
 # It writes bench-results/results.csv, callgrind.csv, regcost.txt,
 # rcache.csv, sweep.csv, passive.csv (with the programs' output in
-# passive.log), bench.meta (date, guest kernel, UCX, what ran) and the
-# sweep's plots bandwidth.png, latency.png (medians of the reps with their
-# spread, the run in the title); then contrib/bench/tables.py prints the tables
-# (medians of --reps runs, ratios to rc_verbs and to raw verbs) of what this
-# run measured. --only REGEX selects tests of the main table and the
-# sections 'callgrind', 'rcache' and 'passive' by name.
+# passive.log), scale.csv (scale.log, scale.info), bench.meta (date, guest
+# kernel, UCX, what ran) and the plots bandwidth.png, latency.png (the
+# sweep's) and scale.png (medians of the reps with their spread, the run in
+# the title); then contrib/bench/tables.py prints the tables (medians of
+# --reps runs, ratios to rc_verbs and to raw verbs) of what this run
+# measured. --only REGEX selects tests of the main table and the sections
+# 'callgrind', 'rcache', 'passive' and 'scale' by name.
 # A run that gave no number (a pair that failed, though it printed one; no
-# number in its output; a failed regcost or passive pair) has none: 'nan'
-# in results.csv, rcache.csv and sweep.csv, no row in passive.csv, no
-# regcost.txt; it is listed in failed.txt (with why; bench.meta's failed=N
-# counts them), and bench.sh exits 1 after the tables.
+# number in its output; a failed regcost or passive pair; an N scale.c
+# could not measure) has none: 'nan' in results.csv, rcache.csv, sweep.csv
+# and scale.csv, no row in passive.csv, no regcost.txt; it is listed in
+# failed.txt (with why; bench.meta's failed=N counts them), and bench.sh
+# exits 1 after the tables.
 #
 #   contrib/bench.sh [--no-build] [--reps N] [--only REGEX] [--sweep|--no-sweep]
 #                    [--min-size BYTES] [--max-size BYTES] [--markdown FILE]...
@@ -33,14 +37,16 @@
 #
 # --markdown FILE (repeatable) also writes the tables into FILE, each block
 # headed by the date, kernel and UCX of the run: only between FILE's
-# '<!-- BEGIN generated: bench tables|bench summary -->' and
+# '<!-- BEGIN generated: bench tables|bench summary|bench scale -->' and
 # '<!-- END generated -->' lines if it has them (doc/benchmarks.md,
-# README.md), else the whole file; and the plots, which those blocks show,
-# into doc/plots/.
+# README.md; a block of sections the run did not make stays as it was),
+# else the whole file; and the plots, which those blocks show, into
+# doc/plots/.
 #
 # The guest is emulated (TCG): absolute numbers are slow and noisy; compare
 # ratios from one run only. SYNCMEM_PASSIVE_APIS (e.g. "ucp mpi") and
-# SYNCMEM_PASSIVE_MS (each phase's length, default 600) narrow 'passive'.
+# SYNCMEM_PASSIVE_MS (each phase's length, default 600) narrow 'passive';
+# SYNCMEM_SCALE_N (default 1,16,64,256,1024) 'scale'.
 #
 set -e
 cd "$(dirname "$0")/.."
@@ -151,6 +157,12 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
         passive_main "$reps" "$out"
         sections="$sections passive"
     fi
+    # (only when asked for by name: it takes minutes and thousands of QPs;
+    # see scale_main)
+    if [ -n "$only" ] && echo scale | grep -qE "^($only)"; then
+        scale_main "$reps" "$out"
+        sections="$sections scale"
+    fi
     if [ "$sweep" = yes ]; then sweep_main; sections="$sections sweep"; fi
     { echo "date=$(date -u '+%F %H:%M UTC')"
       echo "kernel=$(uname -r)"
@@ -163,6 +175,9 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     if [ "$sweep" = yes ]; then
         plot "$out" || failed_run plots "no plots drawn from sweep.csv"
     fi
+    case " $sections " in
+        *" scale "*) plot_scale "$out" || failed_run plots "no plot drawn from scale.csv" ;;
+    esac
     if [ -s "$out/failed.txt" ]; then
         echo "== FAILED: $(wc -l < "$out/failed.txt") runs gave no number (nan in the CSVs; $out/failed.txt):"
         sed 's/^/   /' "$out/failed.txt"
@@ -360,6 +375,52 @@ passive_main() {
     grep -E "failed|wrong=[1-9]" "$out/passive.log" | sort | uniq -c | sed 's/^/   FAILED: /'
 }
 
+# What an endpoint costs as a worker connects to many (contrib/bench/scale.c,
+# each N in a process of its own): syncmem, syncmem_norc
+# (UCX_SYNCMEM_RECONNECT=n) and rc_verbs, $reps times, interleaved; the
+# client on $SYNCMEM_DEV0, its peer on SYNCMEM_DEV1 in a two-host guest,
+# else on the same port. Not in a run without --only: at N = 1024 it makes
+# 2048 QPs a transport, and the run takes minutes; the guest's rxe may
+# refuse some (an N it could not measure is nan, and says why).
+scale_main() {
+    reps=$1 out=$2
+    ns=${SYNCMEM_SCALE_N:-1,16,64,256,1024}
+    "$top/contrib/bench/scale" -H > "$out/scale.csv"
+    : > "$out/scale.log"
+    : > "$out/scale.info"
+    rep=1
+    while [ "$rep" -le "$reps" ]; do
+        for tl in syncmem syncmem_norc rc_verbs; do
+            echo "   [rep $rep/$reps] scale $tl, N = $ns" >&2
+            echo "== rep $rep $tl" >> "$out/scale.log"
+            case $tl in
+                syncmem_norc) set -- env UCX_SYNCMEM_RECONNECT=n ;;
+                *)            set -- env ;;
+            esac
+            prc=0
+            "$@" "$top/contrib/tools/syncmem-run" "$top/contrib/bench/scale" \
+                -t "${tl%_norc}" -T "$tl" -R "$rep" -d "$dev" \
+                -D "${SYNCMEM_DEV1:-$dev}" -n "$ns" \
+                > "$out/scale.one" 2>> "$out/scale.log" || prc=$?
+            cat "$out/scale.one" >> "$out/scale.log"
+            grep '^# .*: max_qp' "$out/scale.one" >> "$out/scale.info" || true
+            grep -v '^#' "$out/scale.one" >> "$out/scale.csv" || true
+            # (each N it could not measure is a row of nan and why)
+            grep -v '^#' "$out/scale.one" | awk -F, '
+                {for (i = 4; i <= 10; i++) if ($i == "nan") {print $2 " " $11; next}}' |
+                while read -r n why; do
+                    failed_run "scale $tl N=$n rep $rep" "$why"
+                done
+            if [ "$prc" -ne 0 ] && ! grep -q '^[a-z]' "$out/scale.one"; then
+                failed_run "scale $tl rep $rep" "scale exited $prc with no row (scale.log)"
+            fi
+        done
+        rep=$((rep + 1))
+    done
+    sort -u "$out/scale.info" -o "$out/scale.info"
+    rm -f "$out/scale.one"
+}
+
 # plot DIR: bandwidth.png and latency.png from DIR/sweep.csv: each point the
 # median of the reps, its bar from the lowest to the highest; the title
 # names the run (bench.meta's date, commit, kernel and UCX)
@@ -398,6 +459,39 @@ GP
     echo "== plots: $1/bandwidth.png $1/latency.png"
 }
 
+# plot_scale DIR: scale.png from DIR/scale.csv: the resident memory per
+# endpoint against N of each transport (the median of the reps, its bar
+# from the lowest to the highest), and its malloc'd part (dashed)
+plot_scale() {
+    command -v gnuplot >/dev/null || { echo "(gnuplot missing: no plots)"; return 0; }
+    tls=$(python3 "$top/contrib/bench/tables.py" scale-plot-data "$1" "$1") || return 1
+    run=$(python3 "$top/contrib/bench/tables.py" plot-title "$1")
+    lines='' i=0
+    for t in $tls; do
+        i=$((i + 1))
+        lines="$lines${lines:+, }\"$1/scale-data.$t\" u 1:2:3:4 w yerrorlines lw 2 lc $i t \"$t: resident\""
+        lines="$lines, \"$1/scale-data.$t\" u 1:5 w linespoints lw 1 dt 2 lc $i t \"$t: malloc'd\""
+    done
+    rc=0
+    gnuplot <<GP || rc=$?
+set terminal pngcairo size 960,640 font ",11"
+set termoption noenhanced
+set logscale x 2
+set logscale y 10
+set grid
+set key top right
+set offsets graph 0.03, graph 0.03, 0, 0
+set xlabel "endpoints per worker (N)"
+set ylabel "kB per endpoint, both ends (log scale)"
+set output "$1/scale.png"
+set title "memory per endpoint on Soft-RoCE (rxe, emulated guest): lower is better\n$run"
+plot $lines
+GP
+    rm -f "$1"/scale-data.*
+    [ $rc -eq 0 ] || { echo "bench.sh: gnuplot failed ($rc)" >&2; return 1; }
+    echo "== plot: $1/scale.png"
+}
+
 if [ "$1" = --in-guest ]; then
     shift
     guest_main "$@"
@@ -407,7 +501,10 @@ if [ "$1" = --in-guest ]; then
 fi
 
 if [ "$1" = --plot ]; then
-    plot "${2:-$top/bench-results}"
+    d=${2:-$top/bench-results}
+    # (the sweep's plots; the scale section's where there is a scale.csv)
+    if [ -f "$d/sweep.csv" ] || [ ! -f "$d/scale.csv" ]; then plot "$d"; fi
+    [ ! -f "$d/scale.csv" ] || plot_scale "$d"
     exit 0
 fi
 
@@ -420,7 +517,7 @@ fi
 reps=3 only='' sweep=yes min_size=0 max_size=4194304 markdown=''
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help)  sed -n '3,44s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help)  sed -n '3,49s/^# \{0,1\}//p' "$0"; exit 0 ;;
         --no-build) nobuild=1 ;;
         --reps)     reps=$2; shift ;;
         --only)     only=$2; shift ;;
@@ -452,10 +549,10 @@ set -f; ifs=$IFS; IFS='
 '
 for f in $markdown; do
     IFS=$ifs
-    # (with the tables, the plots they show go into doc/plots/)
-    plots=; [ "$sweep" != yes ] || plots="--plots $top/doc/plots"
-    # shellcheck disable=SC2086
-    python3 contrib/bench/tables.py bench "$top/bench-results" --markdown "$f" $plots ||
+    # (with the tables, the plots they show go into doc/plots/: the
+    # sweep's, the scale section's, as far as the run made them)
+    python3 contrib/bench/tables.py bench "$top/bench-results" --markdown "$f" \
+        --plots "$top/doc/plots" ||
         { [ $rc -ne 0 ] || rc=1; }
 done
 IFS=$ifs
