@@ -8,14 +8,19 @@ medians and ratios, and prints tables (markdown). Shell does the running,
 this does the arithmetic. Python 3, standard library only.
 
   contrib/bench/tables.py bench  DIR [--markdown FILE]...   bench.sh's tables
+  contrib/bench/tables.py scale  DIR [--markdown FILE]...   its scale section's
   contrib/bench/tables.py faults DIR [--markdown FILE]...   faults.sh's table
   contrib/bench/tables.py check  DIR [--markdown FILE]...   check-example.sh's
       'syncmem-run --check' output (check.out, check.meta)
-  contrib/bench/tables.py bench DIR ... --plots DEST       also copies the
-      run's plots (bandwidth.png, latency.png) into DEST (doc/plots)
+  contrib/bench/tables.py bench|scale DIR ... --plots DEST  also copies the
+      run's plots (bandwidth.png, latency.png; scale.png) into DEST
+      (doc/plots)
   contrib/bench/tables.py plot-data DIR OUTDIR   gnuplot's input from
       sweep.csv: OUTDIR/bw.T, lat.T, 'size median lowest highest' per line
   contrib/bench/tables.py plot-title DIR         the plots' run line
+  contrib/bench/tables.py scale-plot-data DIR OUTDIR   gnuplot's input from
+      scale.csv: OUTDIR/scale-data.T, 'N median lowest highest malloc'd'
+      of the kB per endpoint; prints the transports
   contrib/bench/tables.py callgrind DIR                     callgrind.sh's tables
   contrib/bench/tables.py callgrind-count FILE FUNCTION OBJECT
       "CALLS TOTAL OWN" of one callgrind output file (callgrind.sh's row)
@@ -26,6 +31,8 @@ DIR holds what the scripts wrote:
           rcache.csv    size,rcache,rep,MBps; regcost.txt (regcost's output)
           passive.csv   api,op,slice_ms,transport,rep,median_us,p99_us,slowdown,compute
           sweep.csv     size,transport,rep,put_bw_MBps,put_lat_us
+          scale.csv     transport,n,rep,rss_kb_per_ep,...,note (scale.c's
+                        rows; scale -H); scale.info: what the devices allow
           bench.meta    key=value: date, kernel, ucx, reps (written in the guest)
   faults: faults.csv    transport,scenario,ops_ok,...,ep_recreated
           faults.notes  transport<TAB>scenario<TAB>note (PASS/FAIL and why)
@@ -46,12 +53,14 @@ Without --markdown the tables go to standard output. With --markdown FILE
 
   <!-- BEGIN generated: bench tables -->     (every bench table)
   <!-- BEGIN generated: bench summary -->    (the README's one table)
+  <!-- BEGIN generated: bench scale -->      (the scale section's tables)
   <!-- BEGIN generated: faults table -->
   <!-- END generated -->
 
 only the text between a BEGIN and the next END is replaced (the rest of the
-file, prose, stays); a FILE without markers, or a new one, is written whole
-with every table of that kind. Each block starts with a line that says when,
+file, prose, stays), and a block of sections the run did not make
+(bench.meta) is left as it is; a FILE without markers, or a new one, is
+written whole with every table of that kind. Each block starts with a line that says when,
 on which kernel and UCX the numbers were measured.
 """
 
@@ -520,14 +529,21 @@ def plot_title(d):
                meta.get("kernel", "?"), meta.get("ucx", "?"), reps))
 
 
-def copy_plots(d, dest):
-    """Copies DIR's plots into DEST (doc/plots); [what failed]."""
+def copy_plots(d, dest, blocks):
+    """Copies DIR's plots into DEST (doc/plots): the sweep's, and the scale
+    section's where BLOCKS has its block; [what failed]."""
     errors = []
     os.makedirs(dest, exist_ok=True)
-    for _, _, image in PLOTS:
+    meta = read_meta(os.path.join(d, "bench.meta"))
+    images = [(image, "no sweep") for _, _, image in PLOTS
+              if blocks.get("bench tables") and
+              "sweep" in meta.get("sections", "sweep").split()]
+    if blocks.get("bench scale"):
+        images.append((SCALE_PLOT, "no scale section"))
+    for image, why in images:
         src = os.path.join(d, image)
         if not os.path.exists(src):
-            errors.append("%s: no %s (no sweep, or gnuplot failed)" % (d, image))
+            errors.append("%s: no %s (%s, or gnuplot failed)" % (d, image, why))
             continue
         shutil.copyfile(src, os.path.join(dest, image))
         print("tables.py: copied %s into %s" % (image, dest), file=sys.stderr)
@@ -554,10 +570,13 @@ def bench_extent(ran, res):
 
 
 def bench_blocks(d):
-    """({'bench tables': text, 'bench summary': text}, [what failed]) from
-    DIR: the blocks there are rows for, and the sections and cells that
-    could not be measured (a section the run made with no rows, a cell of
-    runs none of which gave a number)."""
+    """({'bench tables': text, 'bench summary': text, 'bench scale': text},
+    [what failed]) from DIR: the blocks there are rows for, and the
+    sections and cells that could not be measured (a section the run made
+    with no rows, a cell of runs none of which gave a number). A block of
+    sections this run did not make (bench.meta) is None: not this run's,
+    left as it is (the scale section's in a run without it, the others' in
+    a run of the scale section alone)."""
     meta = read_meta(os.path.join(d, "bench.meta"))
     reps = meta.get("reps", "")
     runs = Runs(int(reps) if reps.isdigit() else None)
@@ -651,7 +670,152 @@ def bench_blocks(d):
         blocks["bench tables"] = head + "\n" + "\n".join(parts)
     if summary:
         blocks["bench summary"] = head + "\n" + summary + plots
+    if ran is not None and not [s for s in ran if s != "scale"]:
+        blocks["bench tables"] = blocks["bench summary"] = None
+    if ran is None or "scale" in ran:
+        scale, more = scale_blocks(d, ran is not None)
+        blocks.update(scale)
+        errors += more
+    else:
+        blocks["bench scale"] = None
     return blocks, errors
+
+
+# --- bench.sh: the scale section -------------------------------------------
+
+# A whole run of the scale section (contrib/bench/scale.c's rows in
+# scale.csv): these transports at these endpoint counts
+SCALE_TRANSPORTS = ["syncmem", "syncmem_norc", "rc_verbs"]
+SCALE_N = [1, 16, 64, 256, 1024]
+# scale.csv's columns, what each table is
+SCALE_METRICS = [
+    ("rss_kb_per_ep", "Resident memory per endpoint, once all are connected (kB)"),
+    ("rss_traffic_kb_per_ep", "Resident memory per endpoint, after the latency "
+     "and rate phases (kB)"),
+    ("heap_kb_per_ep", "Allocated memory per endpoint (kB; malloc, resident or not)"),
+    ("connect_ms", "Time to connect all N: from the first endpoint created to "
+     "the first put completed on each (ms)"),
+    ("lat_med_us", "Put latency, median (usec; put_short of 8 B and a flush, "
+     "each endpoint in turn)"),
+    ("lat_p99_us", "Put latency, p99 (usec)"),
+    ("rate_ops", "Message rate (put_short of 8 B per second, round-robin over "
+     "all N)"),
+]
+SCALE_PLOT = "scale.png"
+
+
+def scale_extent(rows):
+    """'whole run', or 'partial run (what it lacked)': every transport of
+    SCALE_TRANSPORTS at every N of SCALE_N."""
+    tls = {r["transport"] for r in rows}
+    ns = {int(r["n"]) for r in rows if r["n"].isdigit()}
+    lacks = ["no %s" % ", ".join(t for t in SCALE_TRANSPORTS if t not in tls)]
+    lacks += ["no N = %s" % ", ".join(str(n) for n in SCALE_N if n not in ns)]
+    lacks = [l for l in lacks if not l.endswith("= ") and l != "no "]
+    return "partial run (%s)" % "; ".join(lacks) if lacks else "whole run"
+
+
+def scale_tables(rows, runs):
+    """A table per metric: N down, transports across, their medians (a
+    cell none of whose runs gave a number is '-', and fails), and the
+    ratios to rc_verbs."""
+    tls = ordered(rows, "transport")
+    others = [t for t in tls if t != REFERENCE]
+    ref = REFERENCE in tls
+    header = ["N"] + tls + ["%s / %s" % (t, REFERENCE) for t in others if ref]
+    ns = sorted(ordered(rows, "n"), key=lambda n: int(n) if n.isdigit() else 0)
+    out = []
+    for col, title in SCALE_METRICS:
+        lines = []
+        for n in ns:
+            med, line = {}, [n]
+            for t in tls:
+                med[t], mark = runs.median(
+                    "scale: %s N=%s %s" % (col, n, t),
+                    [r[col] for r in rows if r["n"] == n and r["transport"] == t])
+                line.append("-" if med[t] is None else fmt(med[t]) + mark)
+            if ref:
+                line += [fmt_ratio(ratio(med[t], med[REFERENCE])) for t in others]
+            lines.append(line)
+        out.append("%s:\n\n%s" % (title, table(header, lines)))
+    return "\n".join(out)
+
+
+def scale_blocks(d, expected=True):
+    """({'bench scale': text}, [what failed]) from DIR/scale.csv (with
+    bench.meta's run and scale.info's lines: what the devices allow). No
+    scale.csv is an error when EXPECTED, one with no rows always; so is a
+    cell none of whose runs gave a number. Rows with a nan are listed with
+    their notes (why)."""
+    rows = read_csv(os.path.join(d, "scale.csv"))
+    if not rows:
+        if rows is None and not expected:
+            return {"bench scale": None}, []
+        return {}, ["scale: %s" % ("no scale.csv in %s" % d if rows is None
+                                   else "scale.csv has no rows")]
+    meta = read_meta(os.path.join(d, "bench.meta"))
+    reps = meta.get("reps", "")
+    runs = Runs(int(reps) if reps.isdigit() else None)
+    text = ("#### Endpoints per worker: memory, connection time, latency "
+            "and rate\n\n"
+            "One worker's iface connects N endpoints to a peer iface (on the "
+            "same port in bench.sh's guest; `contrib/bench/scale.c`, each N in "
+            "a process of its own); the peer is in the same process, so memory "
+            "is that of both ends of each connection. `syncmem_norc`: "
+            "`UCX_SYNCMEM_RECONNECT=n`. Medians; ratios are transport / "
+            "rc_verbs.\n\n" + scale_tables(rows, runs) +
+            "\n![memory per endpoint against N](plots/%s)\n" % SCALE_PLOT)
+    bad = [r for r in rows if any(num(r.get(c)) is None for c, _ in SCALE_METRICS)]
+    if bad:
+        text += ("\nNot measured (nan in scale.csv), and why:\n\n" +
+                 "".join("- %s, N = %s, rep %s: %s\n"
+                         % (r["transport"], r["n"], r.get("rep") or "1",
+                            r.get("note") or "no reason given") for r in bad))
+    info = os.path.join(d, "scale.info")
+    if os.path.exists(info):
+        with open(info) as f:
+            lines = [l.strip().lstrip("# ") for l in f if l.strip()]
+        if lines:
+            text += ("\nWhat the devices allow (`ibv_query_device`): %s.\n"
+                     % "; ".join(lines))
+    run = [scale_extent(rows)]
+    if reps:
+        run.append("medians of %s runs" % reps)
+    if runs.partial:
+        run.append("a cell marked (K of N): the median of the K of its N runs "
+                   "that gave a number")
+    if runs.failed:
+        run.append("%d cell%s where no run gave a number ('-')"
+                   % (len(runs.failed), "s" * (len(runs.failed) > 1)))
+    meta["run"] = "; ".join(run)
+    return ({"bench scale": stamp(meta, "contrib/bench.sh") + "\n" + text},
+            ["%s: %s" % kv for kv in runs.failed.items()])
+
+
+def scale_plot_data(d, outdir):
+    """Writes OUTDIR/scale-data.TRANSPORT for gnuplot from DIR/scale.csv:
+    'N median lowest highest' of the resident kB per endpoint, then the
+    median malloc'd kB (NaN: none), a line per N that has a median above 0
+    (the plot's scale is logarithmic); ([transports], [what failed])."""
+    rows = read_csv(os.path.join(d, "scale.csv"))
+    if not rows:
+        return [], ["no scale.csv with rows in %s" % d]
+    tls = []
+    for t in ordered(rows, "transport"):
+        lines = []
+        for n in sorted(ordered(rows, "n"), key=lambda n: int(n) if n.isdigit() else 0):
+            mine = [r for r in rows if r["n"] == n and r["transport"] == t]
+            rss = [x for x in (num(r["rss_kb_per_ep"]) for r in mine) if x is not None]
+            heap = median(num(r["heap_kb_per_ep"]) for r in mine)
+            if rss and statistics.median(rss) > 0:
+                lines.append("%s %g %g %g %s\n" % (
+                    n, statistics.median(rss), min(rss), max(rss),
+                    "%g" % heap if heap is not None and heap > 0 else "NaN"))
+        if lines:
+            with open(os.path.join(outdir, "scale-data.%s" % t), "w") as f:
+                f.writelines(lines)
+            tls.append(t)
+    return tls, [] if tls else ["scale.csv in %s has no number to plot" % d]
 
 
 # --- faults.sh --------------------------------------------------------------
@@ -751,15 +915,25 @@ def markers(text):
 
 
 # The blocks of each kind (a marker of another kind is not this run's)
-KINDS = {"bench": ["bench tables", "bench summary"], "faults": ["faults table"],
+KINDS = {"bench": ["bench tables", "bench summary", "bench scale"],
+         "scale": ["bench scale"], "faults": ["faults table"],
          "check": ["check example"]}
+# What a file without markers (or standard output) gets of each kind
+WHOLE = {"bench": ["bench tables", "bench scale"]}
+
+
+def whole_text(kind, blocks):
+    """KIND's BLOCKS as one text, None if there are none."""
+    texts = [blocks[k] for k in WHOLE.get(kind, KINDS[kind][:1]) if blocks.get(k)]
+    return "\n".join(texts) if texts else None
 
 
 def write_markdown(path, kind, blocks):
     """Writes KIND's BLOCKS into PATH (between its markers, or whole);
-    [what failed]: a marker of KIND with no block (no rows for it), a file
-    with markers and none of KIND, a table with no rows."""
-    errors, whole = [], blocks.get(KINDS[kind][0])
+    [what failed]: a marker of KIND with no block (no rows for it; a block
+    that is None is not this run's, and left as it is without a word), a
+    file with markers and none of KIND, a table with no rows."""
+    errors, whole = [], whole_text(kind, blocks)
     old = None
     if os.path.exists(path):
         with open(path) as f:
@@ -770,7 +944,7 @@ def write_markdown(path, kind, blocks):
             return ["%s has no marker for the %s tables; unchanged" % (path, kind)]
         errors += ["%s: no rows for its '%s' block; that block left as it was"
                    % (path, m) for m in mine if m not in blocks]
-        new, n = splice(old, blocks)
+        new, n = splice(old, {k: v for k, v in blocks.items() if v is not None})
         if n == 0:
             return errors
     elif whole is None:
@@ -815,8 +989,12 @@ def main(argv):
     if len(argv) == 3 and argv[1] == "plot-title":
         print(plot_title(argv[2]))
         return 0
+    if len(argv) == 4 and argv[1] == "scale-plot-data":
+        tls, errors = scale_plot_data(argv[2], argv[3])
+        print("\n".join(tls))
+        return failed(errors)
     if len(argv) < 3 or argv[1] not in KINDS:
-        print("usage: tables.py bench|faults|check DIR [--markdown FILE]... "
+        print("usage: tables.py bench|scale|faults|check DIR [--markdown FILE]... "
               "[--plots DEST] (--help)",
               file=sys.stderr)
         return 2
@@ -826,23 +1004,23 @@ def main(argv):
         if rest[0] == "--markdown" and len(rest) > 1:
             files.append(rest[1])
             rest = rest[2:]
-        elif rest[0] == "--plots" and len(rest) > 1 and kind == "bench":
+        elif rest[0] == "--plots" and len(rest) > 1 and kind in ("bench", "scale"):
             plots = rest[1]
             rest = rest[2:]
         else:
             print("tables.py: unknown argument %s" % rest[0], file=sys.stderr)
             return 2
-    blocks, errors = {"bench": bench_blocks, "faults": faults_blocks,
-                      "check": check_blocks}[kind](d)
-    if not blocks and not errors:
+    blocks, errors = {"bench": bench_blocks, "scale": scale_blocks,
+                      "faults": faults_blocks, "check": check_blocks}[kind](d)
+    if not any(blocks.values()) and not errors:
         print("tables.py: no %s results in %s" % (kind, d), file=sys.stderr)
         return 1
     if not files:
-        sys.stdout.write(blocks.get(KINDS[kind][0], ""))
+        sys.stdout.write(whole_text(kind, blocks) or "")
     for path in files:
         errors += write_markdown(path, kind, blocks)
     if plots:
-        errors += copy_plots(d, plots)
+        errors += copy_plots(d, plots, blocks)
     return failed(errors)
 
 
