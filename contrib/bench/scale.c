@@ -30,8 +30,8 @@
  *  - rate_ops: put_short of 8 bytes round-robin over all N, OPS of them
  *    (default 100000) or as many as SEC seconds take (default 2), then a
  *    flush of every endpoint: operations per second.
- * Output: '# ' lines (what the devices allow, the largest N measured) and a
- * CSV line per N (its header: scale -H); NAME (default TL) is its
+ * Output: a CSV line per N (its header: scale -H), then '# ' lines (the
+ * largest N measured, what the devices allow); NAME (default TL) is its
  * transport, REP (default 1) its rep. Every wait gives up after -w seconds
  * (default 60) and says which one it was; a row that could not be measured
  * has nan for what it lacks and says why in its note. Exit status 0 when
@@ -708,7 +708,6 @@ int main(int argc, char **argv)
     }
     opts.name   = opts.name ? opts.name : opts.tl;
     opts.dev[1] = opts.dev[1] ? opts.dev[1] : opts.dev[0];
-    scale_limits(&opts);
 
     for (i = 0; i < opts.n_count; ++i) {
         res = (scale_result_t)SCALE_RESULT_NONE;
@@ -731,5 +730,6 @@ int main(int argc, char **argv)
     if (failed) {
         printf("# %s: largest N measured: %u\n", opts.name, largest);
     }
+    scale_limits(&opts); /* (last: no verbs state in a child's parent) */
     return failed;
 }
