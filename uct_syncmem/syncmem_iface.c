@@ -587,6 +587,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err_channel;
     }
     self->cq_available = config->tx_cq_len;
+    self->cq_starved   = 0;
 
     status = uct_syncmem_rx_init(self, params, config);
     if (status != UCS_OK) {

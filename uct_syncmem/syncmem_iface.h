@@ -196,7 +196,11 @@ struct uct_syncmem_iface {
         size_t         replay_data;     /* data area of a replay entry */
         uint8_t        verify;          /* UCT_SYNCMEM_VERIFY_* */
     } config;
-    volatile int       check_due;     /* set by the deadline timer */
+    volatile int       check_due;     /* set by the deadline timer, or by
+                                       * an operation that found the CQ
+                                       * starved (cq_starved) */
+    uint8_t            cq_starved;    /* every CQ entry taken: progress
+                                       * asks for completions */
     volatile uint32_t  port_events;   /* syncmem_port.c: from the async
                                        * thread */
     ucs_list_link_t    md_list;       /* in md->ifaces */

@@ -46,6 +46,12 @@ uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
         return ep->status;
     }
 
+    if (iface->cq_available <= 0) {
+        /* perhaps all taken by requests no completion will report yet:
+         * the next progress asks (uct_syncmem_iface_cq_rescue) */
+        iface->cq_starved = 1;
+        iface->check_due  = 1;
+    }
     return UCS_ERR_NO_RESOURCE;
 }
 

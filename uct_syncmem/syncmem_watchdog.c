@@ -105,12 +105,42 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
  * that status, and UCP purges the pending ones from its error handler. A
  * stall (above) replaces the QP instead.
  */
+/*
+ * Every entry of the send CQ is taken (each request holds one: a broken QP
+ * flushes them all into it), and perhaps by requests that no completion
+ * will report yet: with many endpoints, each may hold up to TX_MODERATION - 1
+ * unsignalled ones, TX_CQ_LEN in all, and then nothing completes and no
+ * operation may post. A signalled empty write on each such endpoint reports
+ * them (RC completes in order) and gives their entries back. These take the
+ * CQ's slack (UCT_SYNCMEM_CQ_SLACK), half of it at most, and a send queue
+ * slot the endpoint has.
+ */
+static void uct_syncmem_iface_cq_rescue(uct_syncmem_iface_t *iface)
+{
+    uct_syncmem_ep_t *ep;
+
+    iface->cq_starved = 0;
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if (iface->cq_available <= -(int)(UCT_SYNCMEM_CQ_SLACK / 2)) {
+            break;
+        }
+        if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
+            uct_syncmem_ep_last_unsignaled(ep) && (ep->tx.available > 0)) {
+            uct_syncmem_ep_post_nop(iface, ep);
+            uct_syncmem_ep_ring(ep);
+        }
+    }
+}
+
 void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
 {
     ucs_time_t now = ucs_get_time();
     uct_syncmem_ep_t *ep, *expired;
 
     iface->check_due = 0;
+    if (ucs_unlikely(iface->cq_starved)) {
+        uct_syncmem_iface_cq_rescue(iface);
+    }
 
     do {
         expired = NULL;

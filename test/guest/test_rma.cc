@@ -512,3 +512,38 @@ TEST_F(syncmem_rma_test, doorbell_batch_waits_for_progress_or_a_full_batch)
         EXPECT_EQ(i + 1, words[i]) << i;
     }
 }
+
+// Many endpoints, each holding unsignalled requests (fewer than
+// TX_MODERATION), can take every entry of the shared send CQ between them:
+// then nothing would complete and no operation could post. Round-robin
+// puts over more endpoints than TX_CQ_LEN / (TX_MODERATION - 1) must keep
+// going (uct_syncmem_iface_cq_rescue), and every word holds its last value.
+TEST_F(syncmem_rma_test, many_endpoints_never_starve_the_send_cq)
+{
+    const unsigned num_eps = 8, rounds = 200; // 8 x 63 > 128 entries
+    uct_iface_h iface;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
+                                 {{"TX_CQ_LEN", "128"},
+                                  {"TX_MODERATION", "64"}}));
+    std::vector<uct_ep_h> eps;
+    for (unsigned i = 0; i < num_eps; ++i) {
+        eps.push_back(connect(iface, m_receiver));
+        ASSERT_NE(nullptr, eps.back());
+    }
+    buffer *dst = alloc(num_eps * 8, 0);
+    uint64_t *words = reinterpret_cast<uint64_t*>(dst->data.data());
+    for (uint64_t r = 1; r <= rounds; ++r) {
+        for (unsigned i = 0; i < num_eps; ++i) {
+            ASSERT_EQ(UCS_OK, retry([&] {
+                return uct_ep_put_short(eps[i], &r, sizeof(r),
+                                        (uintptr_t)&words[i], dst->rkey.rkey);
+            }, "send CQ entries (starved?)")) << "round " << r << " ep " << i;
+        }
+    }
+    for (uct_ep_h ep : eps) {
+        flush(ep);
+    }
+    for (unsigned i = 0; i < num_eps; ++i) {
+        EXPECT_EQ(rounds, words[i]) << "ep " << i;
+    } // the fixture destroys the endpoints and the iface
+}
