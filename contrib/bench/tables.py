@@ -554,6 +554,20 @@ def copy_plots(d, dest, blocks):
 BENCH_SECTIONS = ["main", "callgrind", "rcache", "passive", "sweep"]
 
 
+def run_summary(extent, reps, runs):
+    """A block's 'run' line: what ran, how many reps, what the marks mean."""
+    run = [extent]
+    if reps:
+        run.append("medians of %s runs" % reps)
+    if runs.partial:
+        run.append("a cell marked (K of N): the median of the K of its N runs "
+                   "that gave a number")
+    if runs.failed:
+        run.append("%d cell%s where no run gave a number ('-')"
+                   % (len(runs.failed), "s" * (len(runs.failed) > 1)))
+    return "; ".join(run)
+
+
 def bench_extent(ran, res):
     """'whole run', or 'partial run (what it lacked)': every section and
     every main test, or not (--only, --no-sweep)."""
@@ -653,16 +667,7 @@ def bench_blocks(d):
                  "the sweep's table are in doc/benchmarks.md.)\n")
     # the head line, once the cells are known: whole or partial, what a
     # mark means, how many cells no run measured
-    run = [bench_extent(ran, res)]
-    if reps:
-        run.append("medians of %s runs" % reps)
-    if runs.partial:
-        run.append("a cell marked (K of N): the median of the K of its N runs "
-                   "that gave a number")
-    if runs.failed:
-        run.append("%d cell%s where no run gave a number ('-')"
-                   % (len(runs.failed), "s" * (len(runs.failed) > 1)))
-    meta["run"] = "; ".join(run)
+    meta["run"] = run_summary(bench_extent(ran, res), reps, runs)
     head = stamp(meta, "contrib/bench.sh")
     errors += ["%s: %s" % kv for kv in runs.failed.items()]
     blocks = {}
@@ -778,16 +783,7 @@ def scale_blocks(d, expected=True):
         if lines:
             text += ("\nWhat the devices allow (`ibv_query_device`): %s.\n"
                      % "; ".join(lines))
-    run = [scale_extent(rows)]
-    if reps:
-        run.append("medians of %s runs" % reps)
-    if runs.partial:
-        run.append("a cell marked (K of N): the median of the K of its N runs "
-                   "that gave a number")
-    if runs.failed:
-        run.append("%d cell%s where no run gave a number ('-')"
-                   % (len(runs.failed), "s" * (len(runs.failed) > 1)))
-    meta["run"] = "; ".join(run)
+    meta["run"] = run_summary(scale_extent(rows), reps, runs)
     return ({"bench scale": stamp(meta, "contrib/bench.sh") + "\n" + text},
             ["%s: %s" % kv for kv in runs.failed.items()])
 
