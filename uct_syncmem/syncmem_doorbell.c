@@ -28,7 +28,8 @@ void uct_syncmem_ep_keep(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
         ucs_list_add_tail(&iface->db_eps, &ep->db_list);
     }
     if (((uint16_t)(ep->tx.sn - ep->tx.rung_sn) >= iface->config.db_batch) ||
-        (ep->tx.available <= 0) || (iface->cq_available <= 0) ||
+        ((ep->tx.available <= 0) && (uct_syncmem_replay_grow(ep) != UCS_OK)) ||
+        (iface->cq_available <= 0) ||
         iface->armed) {
         uct_syncmem_ep_ring(ep);
     }

@@ -67,7 +67,6 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     self->status           = UCS_OK;
     self->fence            = 0;
     self->amo_inflight     = 0;
-    self->tx.available     = iface->config.tx_queue_len;
     self->tx.sn            = 0;
     self->tx.acked_sn      = 0;
     self->tx.signaled_sn   = 0;
@@ -87,6 +86,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     if (status != UCS_OK) {
         goto err;
     }
+    self->tx.available     = uct_syncmem_ep_tx_limit(iface, self);
 
     status = uct_syncmem_qp_create(iface, iface->cq, &self->qp);
     if (status != UCS_OK) {
@@ -150,7 +150,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_ep_t)
     ucs_arbiter_group_cleanup(&self->arb_group);
 
     /* What is still outstanding will never be reported by the CQ. */
-    iface->cq_available += iface->config.tx_queue_len - self->tx.available;
+    iface->cq_available += uct_syncmem_ep_tx_outstanding(self);
     ucs_queue_for_each_extract(op, &self->tx.outstanding, queue, 1) {
         op->handler(op, UCS_ERR_CANCELED);
     }
@@ -166,7 +166,7 @@ UCS_CLASS_DEFINE_DELETE_FUNC(uct_syncmem_ep_t, uct_ep_t);
 static int uct_syncmem_ep_has_outstanding(uct_syncmem_iface_t *iface,
                                           uct_syncmem_ep_t *ep)
 {
-    return ep->tx.available < (int)iface->config.tx_queue_len;
+    return uct_syncmem_ep_tx_outstanding(ep) != 0;
 }
 
 ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
@@ -275,7 +275,7 @@ ucs_status_t uct_syncmem_ep_check(uct_ep_h tl_ep, unsigned flags,
 
     if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
         uct_syncmem_ep_has_outstanding(iface, ep) ||
-        !uct_syncmem_ep_has_tx_res(iface, ep)) {
+        !uct_syncmem_ep_tx_room(iface, ep)) {
         return UCS_OK; /* failing, connecting, or already being checked */
     }
 
@@ -305,8 +305,8 @@ ucs_status_t uct_syncmem_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req,
         uct_syncmem_ep_ring(ep); /* the caller waits for room */
     }
     if ((ep->state == UCT_SYNCMEM_EP_FAILED) ||
-        (uct_syncmem_ep_has_tx_res(iface, ep) &&
-         ucs_arbiter_group_is_empty(&ep->arb_group))) {
+        (ucs_arbiter_group_is_empty(&ep->arb_group) &&
+         uct_syncmem_ep_tx_room(iface, ep))) {
         return UCS_ERR_BUSY; /* try the operation now */
     }
 
@@ -337,7 +337,8 @@ ucs_arbiter_cb_result_t uct_syncmem_ep_pending_dispatch(ucs_arbiter_t *arbiter,
     if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) && (iface->cq_available <= 0)) {
         return UCS_ARBITER_CB_RESULT_STOP;          /* nobody can send */
     }
-    if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) && (ep->tx.available <= 0)) {
+    if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
+        !uct_syncmem_ep_tx_room(iface, ep)) {
         return UCS_ARBITER_CB_RESULT_DESCHED_GROUP; /* until it completes */
     }
 

@@ -82,7 +82,28 @@ uct_syncmem_ep_rung_sn(uct_syncmem_ep_t *ep)
     return ucs_list_is_empty(&ep->db_list) ? ep->tx.sn : ep->tx.rung_sn;
 }
 
+/* Requests sent and not yet completed (or purged). */
+static inline uint16_t uct_syncmem_ep_tx_outstanding(const uct_syncmem_ep_t *ep)
+{
+    return ep->tx.sn - ep->tx.acked_sn;
+}
+
+/* Requests ep may have outstanding now: tx.available is this less those
+ * outstanding. A replay ring bounds it by what it holds, and grows as
+ * more are in flight (syncmem_replay.c). */
+static inline int uct_syncmem_ep_tx_limit(const uct_syncmem_iface_t *iface,
+                                          const uct_syncmem_ep_t *ep)
+{
+    if (ep->replay.ring == NULL) {
+        return iface->config.tx_queue_len;
+    }
+    return ucs_min((int)iface->config.tx_queue_len,
+                   (int)(ep->replay.mask + 1u) - UCT_SYNCMEM_REPLAY_SPARE);
+}
+
 /* syncmem_ep_tx.c */
+ucs_status_t uct_syncmem_ep_tx_blocked(uct_syncmem_iface_t *iface,
+                                       uct_syncmem_ep_t *ep);
 void uct_syncmem_op_release(uct_syncmem_op_t *op, ucs_status_t status);
 void uct_syncmem_op_complete(uct_syncmem_op_t *op, ucs_status_t status);
 void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep);

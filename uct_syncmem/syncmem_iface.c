@@ -124,7 +124,7 @@ static ucs_status_t uct_syncmem_iface_flush(uct_iface_h tl_iface,
         if (!(flags & UCT_FLUSH_FLAG_CANCEL) &&
             ((ep->state == UCT_SYNCMEM_EP_CONNECTING) ||
              (ep->state == UCT_SYNCMEM_EP_FAILED) ||
-             (ep->tx.available >= (int)iface->config.tx_queue_len))) {
+             (uct_syncmem_ep_tx_outstanding(ep) == 0))) {
             continue;
         }
         if ((comp != NULL) && (waiting > 0)) {

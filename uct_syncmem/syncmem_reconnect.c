@@ -276,7 +276,7 @@ static void uct_syncmem_ep_fsm_inputs(const uct_syncmem_ep_t *ep,
     in->reconnect     = iface->config.reconnect;
     in->link_error    = (wc != NULL) &&
                         uct_syncmem_wc_is_link_error(wc->status);
-    in->outstanding   = ep->tx.available < (int)iface->config.tx_queue_len;
+    in->outstanding   = uct_syncmem_ep_tx_outstanding(ep) != 0;
     in->resume_asked  = ep->reconnect.resume;
     in->rep_resumed   = (rep == UCT_SYNCMEM_CM_REP_RESUMED);
     in->retry_due     = (now >= ep->cm.next_retry);

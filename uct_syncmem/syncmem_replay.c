@@ -21,12 +21,58 @@
 #define UCT_SYNCMEM_REPLAY_BATCH   16          /* requests per post call */
 
 
+/* Entries of the largest ring: every request the send queue holds, and the
+ * drain. */
+static unsigned uct_syncmem_replay_max(const uct_syncmem_iface_t *iface)
+{
+    return ucs_roundup_pow2(iface->config.tx_queue_len +
+                            UCT_SYNCMEM_REPLAY_SPARE);
+}
+
+/*
+ * Give the ring entries entries: the last requests up to tx.sn keep theirs
+ * (as many as both rings hold: a completion handler may still read an
+ * entry of a request just retired), and the room to send moves by what the
+ * limit moved (uct_syncmem_ep_tx_limit).
+ */
+static ucs_status_t uct_syncmem_replay_resize(uct_syncmem_ep_t *ep,
+                                              unsigned entries)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    unsigned keep              = ucs_min(entries, ep->replay.mask + 1u);
+    int old_limit              = uct_syncmem_ep_tx_limit(iface, ep);
+    uint8_t *ring, *old_ring   = ep->replay.ring;
+    uint16_t sn;
+    unsigned i;
+
+    ring = ucs_calloc(entries, ep->replay.stride, "syncmem_replay");
+    if (ring == NULL) {
+        ucs_error("syncmem: ep %p: no memory for a replay ring of %u"
+                  " entries of %u bytes; lower UCX_SYNCMEM_TX_QUEUE_LEN or"
+                  " UCX_SYNCMEM_TX_MAX_INLINE, or set UCX_SYNCMEM_RECONNECT=n",
+                  ep, entries, ep->replay.stride);
+        return UCS_ERR_NO_MEMORY;
+    }
+    for (i = 0, sn = ep->tx.sn; (old_ring != NULL) && (i < keep); ++i, --sn) {
+        memcpy(ring + (sn & (entries - 1)) * ep->replay.stride,
+               uct_syncmem_replay_entry(&ep->replay, sn), ep->replay.stride);
+    }
+    ucs_free(old_ring);
+    ep->replay.ring   = ring;
+    ep->replay.mask   = entries - 1;
+    ep->tx.available += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
+    return UCS_OK;
+}
+
+/* A ring starts small and doubles as more requests are outstanding (from
+ * the slow path of a send that found no room), up to the send queue's
+ * worth: it costs what is in flight. The fast path pays nothing for it:
+ * room to send is tx.available, which counts the ring's room too. */
 ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    /* room for every request the send queue holds, and the drain */
-    unsigned entries = ucs_roundup_pow2(iface->config.tx_queue_len + 2);
 
     memset(&ep->replay, 0, sizeof(ep->replay));
     memset(&ep->lost, 0, sizeof(ep->lost));
@@ -36,17 +82,39 @@ ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep)
 
     ep->replay.stride = sizeof(uct_syncmem_replay_t) +
                         iface->config.replay_data;
-    ep->replay.ring   = ucs_calloc(entries, ep->replay.stride,
-                                   "syncmem_replay");
-    if (ep->replay.ring == NULL) {
-        ucs_error("syncmem: no memory for the replay ring (%u entries of %u"
-                  " bytes); lower UCX_SYNCMEM_TX_QUEUE_LEN or"
-                  " UCX_SYNCMEM_TX_MAX_INLINE, or set UCX_SYNCMEM_RECONNECT=n",
-                  entries, ep->replay.stride);
-        return UCS_ERR_NO_MEMORY;
+    return uct_syncmem_replay_resize(ep, ucs_min(UCT_SYNCMEM_REPLAY_MIN,
+                                                 uct_syncmem_replay_max(iface)));
+}
+
+/* Room for one more request on an endpoint whose ring is full: a ring twice
+ * as large. UCS_ERR_NO_RESOURCE: no ring, or it holds all the send queue
+ * does (a completion gives room back: at most TX_MODERATION - 1 requests in
+ * a row are unsignalled, a quarter of the send queue). */
+ucs_status_t uct_syncmem_replay_grow(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    ucs_status_t status;
+
+    if ((ep->replay.ring == NULL) ||
+        (ep->replay.mask + 1u >= uct_syncmem_replay_max(iface))) {
+        return UCS_ERR_NO_RESOURCE;
     }
-    ep->replay.mask = entries - 1;
-    return UCS_OK;
+    status = uct_syncmem_replay_resize(ep, 2 * (ep->replay.mask + 1u));
+    if (status != UCS_OK) {
+        return status;
+    }
+    return (ep->tx.available > 0) ? UCS_OK : uct_syncmem_replay_grow(ep);
+}
+
+/* An endpoint with nothing outstanding gives back what its ring grew to. */
+void uct_syncmem_replay_shrink(uct_syncmem_ep_t *ep)
+{
+    if ((ep->replay.ring != NULL) &&
+        (ep->replay.mask + 1u > UCT_SYNCMEM_REPLAY_MIN) &&
+        (ep->tx.sn == ep->tx.acked_sn) && ucs_list_is_empty(&ep->db_list)) {
+        (void)uct_syncmem_replay_resize(ep, UCT_SYNCMEM_REPLAY_MIN);
+    }
 }
 
 void uct_syncmem_replay_destroy_old_qp(uct_syncmem_ep_t *ep)
@@ -91,8 +159,8 @@ void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status)
     ucs_list_del(&ep->db_list);
     ucs_list_head_init(&ep->db_list);
     ep->tx.rung_sn       = ep->tx.sn;
-    iface->cq_available += iface->config.tx_queue_len - ep->tx.available;
-    ep->tx.available     = iface->config.tx_queue_len;
+    iface->cq_available += uct_syncmem_ep_tx_outstanding(ep);
+    ep->tx.available     = uct_syncmem_ep_tx_limit(iface, ep);
     ep->tx.acked_sn      = ep->tx.sn;
     ucs_queue_for_each_extract(op, &ep->tx.outstanding, queue, 1) {
         op->handler(op, status);

@@ -9,6 +9,12 @@
 
 #include "syncmem.h"
 
+/* Entries a ring holds beyond the requests an endpoint may have
+ * outstanding: the drain when its QP fails (syncmem_ep_tx.c), and VERIFY's
+ * read-back. */
+#define UCT_SYNCMEM_REPLAY_SPARE    2
+/* Entries a ring starts with (syncmem_replay.c): a request and a flush. */
+#define UCT_SYNCMEM_REPLAY_MIN      4
 #define UCT_SYNCMEM_RESUME_MAX_PKTS 128 /* Soft-RoCE's unacknowledged PSNs:
                                           a longer request is not resumed
                                           (uct_syncmem_replay_resume_risk) */
@@ -88,6 +94,8 @@ enum {
     UCT_SYNCMEM_POST_RESUMED  /* a reconnect's, on the resumed QP */
 };
 ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep);
+ucs_status_t uct_syncmem_replay_grow(uct_syncmem_ep_t *ep);
+void uct_syncmem_replay_shrink(uct_syncmem_ep_t *ep);
 void uct_syncmem_replay_ep_cleanup(uct_syncmem_ep_t *ep);
 void uct_syncmem_replay_destroy_old_qp(uct_syncmem_ep_t *ep);
 ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,

@@ -28,10 +28,22 @@ uct_syncmem_ep_has_tx_res(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
            (ep->tx.available > 0) && (iface->cq_available > 0);
 }
 
+/* The same off the fast path (pending, flush, check, watchdog): a full
+ * ring that may grow grows first. */
+static inline int
+uct_syncmem_ep_tx_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
+{
+    return uct_syncmem_ep_has_tx_res(iface, ep) ||
+           ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
+            (iface->cq_available > 0) &&
+            (uct_syncmem_replay_grow(ep) == UCS_OK));
+}
+
 /*
  * Whether an operation may be posted now. Requests waiting in the pending
  * queue go first, so a new operation may not overtake them (except when it
- * is one of them, being dispatched).
+ * is one of them, being dispatched). Anything else is decided out of line
+ * (uct_syncmem_ep_tx_blocked).
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
@@ -41,18 +53,7 @@ uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
                     (iface->dispatching == ep)))) {
         return UCS_OK;
     }
-
-    if (ep->state == UCT_SYNCMEM_EP_FAILED) {
-        return ep->status;
-    }
-
-    if (iface->cq_available <= 0) {
-        /* perhaps all taken by requests no completion will report yet:
-         * the next progress asks (uct_syncmem_iface_cq_rescue) */
-        iface->cq_starved = 1;
-        iface->check_due  = 1;
-    }
-    return UCS_ERR_NO_RESOURCE;
+    return uct_syncmem_ep_tx_blocked(iface, ep);
 }
 
 /* ibv_post_send failed: the QP is broken. Give back what the post took;

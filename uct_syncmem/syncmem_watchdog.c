@@ -125,7 +125,9 @@ static void uct_syncmem_iface_cq_rescue(uct_syncmem_iface_t *iface)
             break;
         }
         if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
-            uct_syncmem_ep_last_unsignaled(ep) && (ep->tx.available > 0)) {
+            uct_syncmem_ep_last_unsignaled(ep) &&
+            ((ep->tx.available > 0) ||
+             (uct_syncmem_replay_grow(ep) == UCS_OK))) {
             uct_syncmem_ep_post_nop(iface, ep);
             uct_syncmem_ep_ring(ep);
         }
@@ -147,9 +149,12 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
         ucs_list_for_each(ep, &iface->eps, list) {
             if (((ep->state != UCT_SYNCMEM_EP_CONNECTED) &&
                  !uct_syncmem_ep_state_reconnecting(ep->state)) ||
-                (ep->tx.available >= (int)iface->config.tx_queue_len)) {
+                (uct_syncmem_ep_tx_outstanding(ep) == 0)) {
                 ep->wd.time = 0;
                 ep->wd.stall_time = 0;
+                if (ep->state == UCT_SYNCMEM_EP_CONNECTED) {
+                    uct_syncmem_replay_shrink(ep); /* idle: gives back */
+                }
                 continue;
             }
             if ((ep->wd.time == 0) || (ep->wd.sn != ep->tx.acked_sn)) {
@@ -164,7 +169,7 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
                 ep->wd.stall_psn_valid = 0;
                 /* requests that completed unsignalled would never say so */
                 if (uct_syncmem_ep_last_unsignaled(ep) &&
-                    uct_syncmem_ep_has_tx_res(iface, ep)) {
+                    uct_syncmem_ep_tx_room(iface, ep)) {
                     uct_syncmem_ep_post_nop(iface, ep);
                     uct_syncmem_ep_ring(ep);
                 }

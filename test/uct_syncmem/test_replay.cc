@@ -351,3 +351,154 @@ TEST_F(replay_ring, what_the_peer_ran)
         }
     }
 }
+
+namespace {
+
+// A ring that starts small and grows with what is in flight
+// (uct_syncmem_replay_grow, _shrink): the room to send follows it, and the
+// entries of the last requests survive every move.
+class replay_grow : public ::testing::Test {
+protected:
+    void SetUp() override {
+        m_iface = static_cast<uct_syncmem_iface_t*>(
+                calloc(1, sizeof(*m_iface)));
+        m_ep    = static_cast<uct_syncmem_ep_t*>(calloc(1, sizeof(*m_ep)));
+        ASSERT_NE(nullptr, m_iface);
+        ASSERT_NE(nullptr, m_ep);
+        m_iface->config.tx_queue_len = 256;
+        m_iface->config.reconnect    = 1;
+        m_iface->config.db_batch     = 1;
+        m_iface->config.replay_data  = 128;
+        m_ep->super.super.iface      = &m_iface->super.super;
+        ucs_list_head_init(&m_ep->db_list);
+    }
+
+    void TearDown() override {
+        uct_syncmem_replay_ep_cleanup(m_ep);
+        free(m_ep);
+        free(m_iface);
+    }
+
+    void init(uint16_t sn) {
+        ASSERT_EQ(UCS_OK, uct_syncmem_replay_ep_init(m_ep));
+        m_ep->replay.mtu_shift = 10;
+        m_ep->tx.sn            = sn;
+        m_ep->tx.acked_sn      = sn;
+        m_ep->tx.available     = uct_syncmem_ep_tx_limit(m_iface, m_ep);
+    }
+
+    // Takes the room there is, as the fast path does: one put each, its
+    // remote address the request's number.
+    void fill() {
+        while (m_ep->tx.available > 0) {
+            uint16_t sn    = m_ep->tx.sn + 1;
+            ibv_sge sge    = { 0x5000, 64, 1 };
+            ibv_send_wr wr;
+            memset(&wr, 0, sizeof(wr));
+            wr.opcode              = IBV_WR_RDMA_WRITE;
+            wr.sg_list             = &sge;
+            wr.num_sge             = 1;
+            wr.wr.rdma.remote_addr = sn;
+            syncmem_test_replay_save(m_ep, &wr, sn);
+            m_ep->tx.sn = sn;
+            --m_ep->tx.available;
+        }
+    }
+
+    // The last n requests' entries are theirs.
+    void expect_entries(unsigned n) {
+        for (unsigned i = 0; i < n; ++i) {
+            uint16_t sn = m_ep->tx.sn - i;
+            EXPECT_EQ(sn, syncmem_test_replay_entry(m_ep, sn)->remote_addr)
+                    << "request " << sn;
+        }
+    }
+
+    unsigned entries() const { return m_ep->replay.mask + 1u; }
+
+    uct_syncmem_iface_t *m_iface = nullptr;
+    uct_syncmem_ep_t    *m_ep    = nullptr;
+};
+
+} // namespace
+
+// 4 entries hold a request and a flush; each full ring doubles, the
+// requests in it keep their entries across the wrap of 16-bit numbers,
+// until the ring holds the whole send queue.
+TEST_F(replay_grow, doubles_with_what_is_in_flight)
+{
+    init(0xfff0);
+    EXPECT_EQ(4u, entries());
+    EXPECT_EQ(2, m_ep->tx.available);
+
+    unsigned expected = 4;
+    while (expected < 512) {
+        fill();
+        unsigned outstanding = uct_syncmem_ep_tx_outstanding(m_ep);
+        ASSERT_EQ(UCS_OK, uct_syncmem_replay_grow(m_ep));
+        expected *= 2;
+        ASSERT_EQ(expected, entries());
+        EXPECT_EQ(uct_syncmem_ep_tx_limit(m_iface, m_ep) - (int)outstanding,
+                  m_ep->tx.available);
+        expect_entries(outstanding);
+    }
+    EXPECT_EQ(256, uct_syncmem_ep_tx_limit(m_iface, m_ep));
+    fill();
+    EXPECT_EQ(256u, uct_syncmem_ep_tx_outstanding(m_ep));
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_syncmem_replay_grow(m_ep));
+    expect_entries(256);
+}
+
+// A drain beyond the limit (available below 0) stays counted.
+TEST_F(replay_grow, grows_past_a_drain)
+{
+    init(7);
+    fill();
+    ++m_ep->tx.sn;
+    --m_ep->tx.available;       // the drain: -1
+    ASSERT_EQ(UCS_OK, uct_syncmem_replay_grow(m_ep));
+    EXPECT_EQ(8u, entries());
+    EXPECT_EQ(3, m_ep->tx.available);
+}
+
+// Idle, it gives back what it grew to, and keeps the last entries; busy
+// or with requests kept for the doorbell, it keeps all.
+TEST_F(replay_grow, shrinks_when_idle)
+{
+    init(100);
+    for (int i = 0; i < 4; ++i) {
+        fill();
+        ASSERT_EQ(UCS_OK, uct_syncmem_replay_grow(m_ep));
+    }
+    fill();
+    ASSERT_EQ(64u, entries());
+
+    uct_syncmem_replay_shrink(m_ep);
+    EXPECT_EQ(64u, entries()); // requests outstanding
+
+    m_ep->tx.available += uct_syncmem_ep_tx_outstanding(m_ep);
+    m_ep->tx.acked_sn   = m_ep->tx.sn;
+    ucs_list_link_t db_eps;
+    ucs_list_head_init(&db_eps);
+    ucs_list_add_tail(&db_eps, &m_ep->db_list);
+    uct_syncmem_replay_shrink(m_ep);
+    EXPECT_EQ(64u, entries()); // kept for the doorbell
+
+    ucs_list_del(&m_ep->db_list);
+    ucs_list_head_init(&m_ep->db_list);
+    uct_syncmem_replay_shrink(m_ep);
+    EXPECT_EQ(4u, entries());
+    EXPECT_EQ(2, m_ep->tx.available);
+    expect_entries(4);
+}
+
+// Without reconnect and doorbell there is no ring: the send queue is the
+// limit, and nothing grows.
+TEST_F(replay_grow, none_without_reconnect)
+{
+    m_iface->config.reconnect = 0;
+    init(0);
+    EXPECT_EQ(nullptr, m_ep->replay.ring);
+    EXPECT_EQ(256, m_ep->tx.available);
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_syncmem_replay_grow(m_ep));
+}
