@@ -46,7 +46,9 @@ static ucs_status_t uct_syncmem_replay_resize(uct_syncmem_ep_t *ep,
     uint16_t sn;
     unsigned i;
 
-    ring = ucs_calloc(entries, ep->replay.stride, "syncmem_replay");
+    /* not zeroed: an entry is written before it is read, and pages a
+     * ring never reaches are never touched */
+    ring = ucs_malloc(entries * ep->replay.stride, "syncmem_replay");
     if (ring == NULL) {
         ucs_error("syncmem: ep %p: no memory for a replay ring of %u"
                   " entries of %u bytes; lower UCX_SYNCMEM_TX_QUEUE_LEN or"
