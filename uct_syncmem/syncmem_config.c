@@ -37,6 +37,16 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      ucs_offsetof(uct_syncmem_iface_config_t, tx_queue_len),
      UCS_CONFIG_TYPE_UINT},
 
+    {"TX_RING_MIN", "2",
+     "Requests an endpoint keeps for a reconnect (RECONNECT=y, or TX_DB_BATCH\n"
+     "above 1) before its replay ring grows: each costs 24 bytes plus\n"
+     "TX_MAX_INLINE. The ring doubles while more are outstanding, up to\n"
+     "TX_QUEUE_LEN, and an endpoint idle at the watchdog's check shrinks back.\n"
+     "A small ring asks for completions more often. Larger: fewer pauses\n"
+     "(UCS_ERR_NO_RESOURCE) while it grows; smaller: less memory per endpoint.",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_ring_min),
+     UCS_CONFIG_TYPE_UINT},
+
     {"TX_CQ_LEN", "4096",
      "Size of the send completion queue shared by all endpoints of an iface:\n"
      "operations the iface may have outstanding in all.",

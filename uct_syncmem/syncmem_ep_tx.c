@@ -36,36 +36,6 @@ void uct_syncmem_ep_flush_done(uct_syncmem_op_t *op, ucs_status_t status)
     uct_syncmem_op_complete(op, status);
 }
 
-/*
- * uct_syncmem_ep_check_tx found no room: why, and what to do. A failed
- * endpoint says why it failed. A full CQ may be taken by requests that no
- * completion will report yet: the next progress asks
- * (uct_syncmem_iface_cq_rescue). A full ring that may grow grows, and the
- * operation goes on; no memory for it fails the operation.
- */
-ucs_status_t uct_syncmem_ep_tx_blocked(uct_syncmem_iface_t *iface,
-                                       uct_syncmem_ep_t *ep)
-{
-    ucs_status_t status;
-
-    if (ep->state == UCT_SYNCMEM_EP_FAILED) {
-        return ep->status;
-    }
-    if (iface->cq_available <= 0) {
-        iface->cq_starved = 1;
-        iface->check_due  = 1;
-        return UCS_ERR_NO_RESOURCE;
-    }
-    if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) || (ep->tx.available > 0) ||
-        (!ucs_arbiter_group_is_empty(&ep->arb_group) &&
-         (iface->dispatching != ep))) {
-        return UCS_ERR_NO_RESOURCE;
-    }
-    status = uct_syncmem_replay_grow(ep);
-    return (status == UCS_ERR_NO_MEMORY) ? status :
-           (status == UCS_OK) ? UCS_OK : UCS_ERR_NO_RESOURCE;
-}
-
 /* Every request up to sn has completed: give back the slots, retire ops. */
 void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
                                  ucs_status_t status)

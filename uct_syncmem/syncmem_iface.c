@@ -522,6 +522,9 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->dispatching               = NULL;
     self->config.tx_queue_len       = ucs_min(config->tx_queue_len,
                                               (unsigned)dev->max_qp_wr);
+    self->config.ring_min           = ucs_roundup_pow2(
+            ucs_max(ucs_min(config->tx_ring_min, self->config.tx_queue_len),
+                    2) + UCT_SYNCMEM_REPLAY_SPARE);
     /* a power of 2: the fast path tests the request number against it */
     self->config.tx_signal_mask     = ucs_rounddown_pow2(
             ucs_min(config->tx_moderation, self->config.tx_queue_len / 4)) - 1;
@@ -588,6 +591,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     }
     self->cq_available = config->tx_cq_len;
     self->cq_starved   = 0;
+    self->grow_due     = 0;
 
     status = uct_syncmem_rx_init(self, params, config);
     if (status != UCS_OK) {

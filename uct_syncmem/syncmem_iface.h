@@ -46,6 +46,7 @@ typedef struct uct_syncmem_iface_config {
     unsigned long      gid_index;     /* UCS_ULUNITS_AUTO: RoCE v2 IPv4 */
     unsigned long      mtu;           /* UCS_ULUNITS_AUTO: active MTU */
     unsigned           tx_queue_len;  /* send queue depth of each QP */
+    unsigned           tx_ring_min;   /* requests a replay ring starts with */
     unsigned           tx_cq_len;     /* send CQ size, shared by all QPs */
     unsigned           tx_moderation; /* signal at least every N sends */
     size_t             tx_max_inline; /* MEMUNITS: the parser writes a size_t */
@@ -172,6 +173,7 @@ struct uct_syncmem_iface {
     } verify;
     struct {
         unsigned       tx_queue_len;
+        unsigned       ring_min;        /* entries a replay ring starts with */
         unsigned       tx_signal_mask;  /* TX_MODERATION - 1, a power of 2 */
         unsigned       db_batch;        /* 1: ring on every request */
         unsigned       max_inline;
@@ -198,9 +200,12 @@ struct uct_syncmem_iface {
     } config;
     volatile int       check_due;     /* set by the deadline timer, or by
                                        * an operation that found the CQ
-                                       * starved (cq_starved) */
+                                       * starved (cq_starved) or a ring
+                                       * full (grow_due) */
     uint8_t            cq_starved;    /* every CQ entry taken: progress
                                        * asks for completions */
+    uint8_t            grow_due;      /* an endpoint's ring was full and
+                                       * may grow: progress grows it */
     volatile uint32_t  port_events;   /* syncmem_port.c: from the async
                                        * thread */
     ucs_list_link_t    md_list;       /* in md->ifaces */

@@ -306,8 +306,11 @@ static ucs_status_t uct_syncmem_ep_act(uct_syncmem_ep_t *ep,
         return status;
     case UCT_SYNCMEM_EP_ACT_RESEND:
         --ep->cm.retries_left;
-        ucs_debug("syncmem: ep %p resends REQ to iface 0x%" PRIx64, ep,
-                  ep->cm.peer_iface_id);
+        /* diag: the fault bench counts them (faults_events.h) */
+        ucs_diag("syncmem: ep %p resends REQ to iface 0x%" PRIx64 " (%u of"
+                 " UCX_SYNCMEM_CM_RETRIES %u)", ep, ep->cm.peer_iface_id,
+                 iface->config.cm_retries - ep->cm.retries_left,
+                 iface->config.cm_retries);
         uct_syncmem_cm_send_req(ep);
         return UCS_OK;
     case UCT_SYNCMEM_EP_ACT_START:
@@ -326,6 +329,11 @@ static ucs_status_t uct_syncmem_ep_act(uct_syncmem_ep_t *ep,
         }
         return UCS_OK;
     case UCT_SYNCMEM_EP_ACT_SEND_REQ:
+        ucs_diag("syncmem: ep %p resends REQ to iface 0x%" PRIx64 " (reconnect,"
+                 " %.0f ms before UCX_SYNCMEM_RECONNECT_TIMEOUT)", ep,
+                 ep->cm.peer_iface_id,
+                 ucs_time_to_msec(ep->reconnect.deadline) -
+                 ucs_time_to_msec(ucs_get_time()));
         uct_syncmem_cm_send_req(ep);
         return UCS_OK;
     case UCT_SYNCMEM_EP_ACT_FINISH_NEW_QP:

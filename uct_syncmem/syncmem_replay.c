@@ -63,7 +63,8 @@ static ucs_status_t uct_syncmem_replay_resize(uct_syncmem_ep_t *ep,
     ucs_free(old_ring);
     ep->replay.ring   = ring;
     ep->replay.mask   = entries - 1;
-    ep->tx.available += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
+    ep->tx.available   += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
+    ep->tx.signal_mask  = uct_syncmem_ep_signal_mask(iface, ep);
     return UCS_OK;
 }
 
@@ -84,7 +85,7 @@ ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep)
 
     ep->replay.stride = sizeof(uct_syncmem_replay_t) +
                         iface->config.replay_data;
-    return uct_syncmem_replay_resize(ep, ucs_min(UCT_SYNCMEM_REPLAY_MIN,
+    return uct_syncmem_replay_resize(ep, ucs_min(iface->config.ring_min,
                                                  uct_syncmem_replay_max(iface)));
 }
 
@@ -112,10 +113,13 @@ ucs_status_t uct_syncmem_replay_grow(uct_syncmem_ep_t *ep)
 /* An endpoint with nothing outstanding gives back what its ring grew to. */
 void uct_syncmem_replay_shrink(uct_syncmem_ep_t *ep)
 {
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+
     if ((ep->replay.ring != NULL) &&
-        (ep->replay.mask + 1u > UCT_SYNCMEM_REPLAY_MIN) &&
+        (ep->replay.mask + 1u > iface->config.ring_min) &&
         (ep->tx.sn == ep->tx.acked_sn) && ucs_list_is_empty(&ep->db_list)) {
-        (void)uct_syncmem_replay_resize(ep, UCT_SYNCMEM_REPLAY_MIN);
+        (void)uct_syncmem_replay_resize(ep, iface->config.ring_min);
     }
 }
 

@@ -13,8 +13,6 @@
  * outstanding: the drain when its QP fails (syncmem_ep_tx.c), and VERIFY's
  * read-back. */
 #define UCT_SYNCMEM_REPLAY_SPARE    2
-/* Entries a ring starts with (syncmem_replay.c): a request and a flush. */
-#define UCT_SYNCMEM_REPLAY_MIN      4
 #define UCT_SYNCMEM_RESUME_MAX_PKTS 128 /* Soft-RoCE's unacknowledged PSNs:
                                           a longer request is not resumed
                                           (uct_syncmem_replay_resume_risk) */

@@ -42,8 +42,8 @@ uct_syncmem_ep_tx_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 /*
  * Whether an operation may be posted now. Requests waiting in the pending
  * queue go first, so a new operation may not overtake them (except when it
- * is one of them, being dispatched). Anything else is decided out of line
- * (uct_syncmem_ep_tx_blocked).
+ * is one of them, being dispatched). No call on the way out: a call would
+ * make the operation save registers on its fast path too.
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
@@ -53,7 +53,25 @@ uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
                     (iface->dispatching == ep)))) {
         return UCS_OK;
     }
-    return uct_syncmem_ep_tx_blocked(iface, ep);
+
+    if (ep->state == UCT_SYNCMEM_EP_FAILED) {
+        return ep->status;
+    }
+
+    if (iface->cq_available <= 0) {
+        /* perhaps all taken by requests no completion will report yet:
+         * the next progress asks (uct_syncmem_iface_cq_rescue) */
+        iface->cq_starved = 1;
+        iface->check_due  = 1;
+    } else if ((ep->tx.available <= 0) &&
+               (uct_syncmem_ep_tx_limit(iface, ep) <
+                (int)iface->config.tx_queue_len)) {
+        /* a ring that may grow: the next progress grows it (UCP's
+         * pending_add at once) */
+        iface->grow_due  = 1;
+        iface->check_due = 1;
+    }
+    return UCS_ERR_NO_RESOURCE;
 }
 
 /* ibv_post_send failed: the QP is broken. Give back what the post took;
@@ -195,7 +213,7 @@ static UCS_F_ALWAYS_INLINE unsigned
 uct_syncmem_ep_tx_flags(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
                         unsigned flags, int signal, unsigned sn)
 {
-    if (signal || !(sn & iface->config.tx_signal_mask)) {
+    if (signal || !(sn & ep->tx.signal_mask)) {
         flags              |= IBV_SEND_SIGNALED;
         ep->tx.signaled_sn  = sn;
     }

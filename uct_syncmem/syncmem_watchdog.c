@@ -143,6 +143,16 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
     if (ucs_unlikely(iface->cq_starved)) {
         uct_syncmem_iface_cq_rescue(iface);
     }
+    if (ucs_unlikely(iface->grow_due)) {
+        /* rings that an operation found full (uct_syncmem_ep_check_tx) */
+        iface->grow_due = 0;
+        ucs_list_for_each(ep, &iface->eps, list) {
+            if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
+                (ep->tx.available <= 0)) {
+                (void)uct_syncmem_replay_grow(ep);
+            }
+        }
+    }
 
     do {
         expired = NULL;

@@ -16,9 +16,15 @@ protected:
         uct_rkey_bundle_t    rkey = {};
     };
 
+    // The sender iface's settings: a suite may change them.
+    virtual config_mods_t sender_mods() const {
+        return {};
+    }
+
     void SetUp() override {
         syncmem_test::SetUp();
-        ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &m_sender));
+        ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &m_sender,
+                                     sender_mods()));
         ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &m_receiver));
         ASSERT_EQ(UCS_OK, uct_iface_query(m_sender, &m_attr));
         m_ep = connect(m_sender, m_receiver);

@@ -25,6 +25,12 @@ size_t pack_word(void *dest, void *arg)
 
 class syncmem_reconnect_order_test : public syncmem_reconnect_test {
 protected:
+    // Everything posted between two progress calls is in flight when the
+    // QP fails: the ring holds the whole send queue from the start.
+    config_mods_t sender_mods() const override {
+        return {{"TX_RING_MIN", "256"}};
+    }
+
     // The QP failed before the handshake ends cannot be connected (to RTR:
     // EINVAL) and the endpoint fails: these fail it once connected.
     void SetUp() override {

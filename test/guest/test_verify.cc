@@ -521,7 +521,9 @@ TEST_F(syncmem_verify_test, put_bcopy_corrupted_fails_the_endpoint)
 // QP and peer, what to check, and how many requests were flushed after it.
 TEST_F(syncmem_verify_test, advice_for_remote_access_error)
 {
-    open_pair({{"FAILURE", "error"}});
+    // (room for all four puts and the flush at once: a smaller ring would
+    // answer UCS_ERR_NO_RESOURCE until a progress grew it)
+    open_pair({{"FAILURE", "error"}, {"TX_RING_MIN", "8"}});
     buffer *dst = alloc(64, 0);
     uint64_t v = 7;
     log_capture logs;
