@@ -53,56 +53,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SCALE_MAX_N  64
-#define SCALE_HEADER "transport,n,rep,rss_kb_per_ep,rss_traffic_kb_per_ep," \
-                     "heap_kb_per_ep,connect_ms,lat_med_us,lat_p99_us," \
-                     "rate_ops,note"
+#include "scale.h"
 
-typedef struct {
-    const char    *tl, *name, *dev[2];  /* dev: the client's, the peer's */
-    unsigned      n[SCALE_MAX_N], n_count, rep, lat_samples;
-    unsigned long rate_ops;
-    double        rate_sec, wait_sec;
-} scale_opts_t;
-
-/* What a child measured; nan what it could not */
-typedef struct {
-    double rss_kb, rss_traffic_kb, heap_kb, connect_ms, lat_med_us,
-           lat_p99_us, rate_ops;
-    char   note[400];
-} scale_result_t;
-
-#define SCALE_RESULT_NONE  { NAN, NAN, NAN, NAN, NAN, NAN, NAN, "" }
-
-typedef struct scale scale_t;
-
-typedef struct {
-    uct_completion_t super;
-    scale_t          *s;
-} scale_comp_t;
-
-/* One N's run: side 0 is the client, 1 the peer */
-struct scale {
-    const scale_opts_t  *opts;
-    scale_result_t      *res;
-    ucs_async_context_t *async;
-    uct_worker_h        worker[2];
-    uct_component_h     component[2];
-    uct_md_h            md[2];
-    uct_iface_h         iface[2];
-    uct_iface_attr_t    attr[2];
-    void                *target;      /* the peer's memory the puts write */
-    uct_mem_h           memh;
-    uct_rkey_bundle_t   rkey;
-    unsigned            n;
-    uct_ep_h            *eps, *peer_eps;
-    scale_comp_t        *comps;
-    unsigned            done;         /* flushes completed */
-    ucs_status_t        comp_status;  /* the first that failed */
-    ucs_status_t        ep_status;    /* the iface's error handler's first */
-};
-
-static double now_sec(void)
+double now_sec(void)
 {
     struct timespec ts;
 
@@ -128,7 +81,7 @@ static void scale_mem(double *rss, double *heap)
 }
 
 /* Says why in the row's note (the first reason stays); -1 */
-static int scale_fail(scale_t *s, const char *fmt, ...)
+int scale_fail(scale_t *s, const char *fmt, ...)
 {
     va_list ap;
 
@@ -164,7 +117,7 @@ static ucs_status_t scale_err_handler(void *arg, uct_ep_h ep,
 /* Progresses both workers; -1 (and the note) once an endpoint or a flush
  * failed or WHAT, waited for since START, passed its bound (COUNTED: it
  * says how many endpoints were done) */
-static int scale_progress(scale_t *s, double start, const char *what,
+int scale_progress(scale_t *s, double start, const char *what,
                           int counted)
 {
     uct_worker_progress(s->worker[0]);
@@ -307,13 +260,14 @@ static int scale_setup(scale_t *s)
                           s->opts->tl);
     }
 
-    if ((posix_memalign(&s->target, 4096, 4096) != 0) ||
+    if ((posix_memalign(&s->target, 4096, s->target_len) != 0) ||
         (uct_md_query(s->md[1], &md_attr) != UCS_OK)) {
         return scale_fail(s, "no memory for the target");
     }
-    memset(s->target, 0, 4096);
+    memset(s->target, 0, s->target_len);
     packed = alloca(md_attr.rkey_packed_size + 1);
-    if ((uct_md_mem_reg(s->md[1], s->target, 4096, UCT_MD_MEM_ACCESS_ALL,
+    if ((uct_md_mem_reg(s->md[1], s->target, s->target_len,
+                        UCT_MD_MEM_ACCESS_ALL,
                         &s->memh) != UCS_OK) ||
         (uct_md_mkey_pack(s->md[1], s->memh, packed) != UCS_OK) ||
         (uct_rkey_unpack(s->component[1], packed, &s->rkey) != UCS_OK)) {
@@ -546,6 +500,10 @@ static int scale_child(const scale_opts_t *opts, unsigned n,
     s.eps      = calloc(n, sizeof(*s.eps));
     s.peer_eps = calloc(n, sizeof(*s.peer_eps));
     s.comps    = calloc(n, sizeof(*s.comps));
+    /* the first page takes the puts of connect, latency and rate; the
+     * stream's slots follow it (scale_flap.c) */
+    s.target_len = 4096 + ((opts->flap_sec > 0) ?
+                           (n * 16 + 4095) / 4096 * 4096 : 0);
     for (i = 0; i < n; ++i) {
         s.comps[i].super.func = scale_comp_cb;
         s.comps[i].s          = &s;
@@ -558,9 +516,10 @@ static int scale_child(const scale_opts_t *opts, unsigned n,
             scale_mem(&rss1, &heap1);
             res->rss_kb  = (rss1 - rss0) / n;
             res->heap_kb = (heap1 - heap0) / n;
-            rc           = scale_latency(&s);
+            rc           = (opts->flap_sec > 0) ? scale_flap(&s) :
+                           scale_latency(&s);
         }
-        rc = rc ? rc : scale_rate(&s);
+        rc = rc ? rc : (opts->flap_sec > 0) ? 0 : scale_rate(&s);
         if (rc == 0) {
             scale_mem(&rss1, &heap1);
             res->rss_traffic_kb = (rss1 - rss0) / n;
@@ -577,7 +536,7 @@ static int scale_run(const scale_opts_t *opts, unsigned n,
                      scale_result_t *res)
 {
     /* a backstop for a hang outside the bounded waits */
-    double limit = 4 * opts->wait_sec + opts->rate_sec + 30;
+    double limit = 4 * opts->wait_sec + opts->rate_sec + opts->flap_sec + 30;
     struct pollfd pfd = { .events = POLLIN };
     int fds[2], st = 0, polled;
     ssize_t got = 0;
@@ -682,7 +641,7 @@ int main(int argc, char **argv)
     size_t len;
     char *p;
 
-    while ((c = getopt(argc, argv, "t:T:d:D:n:R:l:r:s:w:H")) != -1) {
+    while ((c = getopt(argc, argv, "t:T:d:D:n:R:l:r:s:w:F:f:H")) != -1) {
         switch (c) {
         case 't': opts.tl          = optarg; break;
         case 'T': opts.name        = optarg; break;
@@ -694,6 +653,8 @@ int main(int argc, char **argv)
         case 'r': opts.rate_ops    = atol(optarg); break;
         case 's': opts.rate_sec    = atof(optarg); break;
         case 'w': opts.wait_sec    = atof(optarg); break;
+        case 'F': opts.flap_sec    = atof(optarg); break;
+        case 'f': opts.flag        = optarg; break;
         case 'H': printf("%s\n", SCALE_HEADER); return 0;
         default:  bad = 1;
         }
@@ -703,7 +664,7 @@ int main(int argc, char **argv)
         (opts.rate_ops == 0) || !(opts.wait_sec > 0)) {
         fprintf(stderr, "usage: syncmem-run scale -t TL -d DEV:PORT"
                 " [-D DEV:PORT] -n N[,N...] [-T NAME] [-R REP] [-l SAMPLES]"
-                " [-r OPS] [-s SEC] [-w SEC] | scale -H\n");
+                " [-r OPS] [-s SEC] [-w SEC] [-F SEC [-f FILE]] | scale -H\n");
         return 2;
     }
     opts.name   = opts.name ? opts.name : opts.tl;

@@ -830,10 +830,10 @@ def faults_blocks(d):
         return {}, ["faults.csv has no rows"]
     meta = read_meta(os.path.join(d, "faults.meta"))
     if meta.get("kind"):
-        # the full run is the whole bench; --quick and --soak are parts
+        # the full run is the whole bench; --quick, --soak, --many are parts
         meta["run"] = ("whole run" if meta["kind"] == "full" else
-                       "partial run (%s)" % ("--quick" if meta["kind"] == "quick"
-                                             else "--soak"))
+                       "partial run (--%s)" % ("soak" if meta["kind"] == "soak"
+                                               else meta["kind"]))
     notes = read_notes(os.path.join(d, "faults.notes"))
     cols = [c for c in FAULT_COLUMNS if rows and c in rows[0]]
     header = cols + (["verdict"] if notes else [])

@@ -41,8 +41,13 @@ The processes' lines that count (contrib/harness/faults.c, faults_mpi.c):
   stall START END [open]      a gap of more than 100 ms in the stream
   streamed START END          the stream's first completed batch and end
   event reconnect resumed|newqp MS, event reconnect gaveup
-  event reconnect unparsed ..., event watch failed ...  (not counted: the
-                              row cannot be measured)
+  event cm resend N M | reconnect MS   a REQ sent again (faults_events.h)
+  event reconnect unparsed ..., event cm unparsed ..., event watch
+                              failed ...  (not counted: the row cannot be
+                              measured)
+  epgap I START END           (scale -F, flap_Xs_nN rows) endpoint I's
+                              longest gap between two completed rounds:
+                              its recovery is from the link's return to END
   pair N failed ...           (faults_mpi) a failed put + fetch-add pair
 Nothing else in their output is read.
 
@@ -55,7 +60,8 @@ of syncmem or syncmem-noreconnect passes only when all of these hold:
             after the result line included; lost, duplicated, corrupted 0.
             The columns of a row that could not be measured are '-'.
  happened   the fault is shown to have happened:
-              flap_Xs, flaps_N, mpi_flap_0.5s: every planned flap (plan) in
+              flap_Xs, flap_Xs_nN, flaps_N, mpi_flap_0.5s: every planned
+                flap (plan) in
                 LOG.faults and inside the stream; for each, its port seen
                 down and up ("port K DOWN ACTIVE"); a stall around one flap
                 at least, and around every flap of FLAP_MUST_STALL (0.2 s)
@@ -119,6 +125,10 @@ FADD_IN_FLIGHT = {"uct": 8, "mpi": 1}  # failed fetch-adds per new-QP reconnect
 EP_FAIL_OPS = 64                      # failed operations per new endpoint
 NA_ALLOWED = {("rc_verbs", "qp_error")}
 
+# One flap of X s: under faults.c, faults_mpi.c (mpi_), or N endpoints
+# (_nN: contrib/bench/scale_flap.c)
+FLAP_RE = r"(?:mpi_)?flap_([0-9.]+)s(?:_n[1-9][0-9]*)?"
+
 OPS = {"put": "puts", "get": "gets", "fadd": "fetch-adds", "am": "AMs"}
 
 UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -137,7 +147,7 @@ def plan(scenario):
         return [(k, usec(FLAP_LENS[(k - 1) % len(FLAP_LENS)]),
                  usec(FLAP_GAPS[(k - 1) % len(FLAP_GAPS)]) if k < n else 0)
                 for k in range(1, n + 1)]
-    m = re.fullmatch(r"(?:mpi_)?flap_([0-9.]+)s", scenario)
+    m = re.fullmatch(FLAP_RE, scenario)
     if m:
         return [(1, usec(float(m.group(1))), 0)]
     return []
@@ -163,7 +173,7 @@ def must_hide(scenario, deadline):
     if scenario.startswith("flaps_"):
         longest = max(FLAP_LENS)
     else:
-        m = re.fullmatch(r"(?:mpi_)?flap_([0-9.]+)s", scenario)
+        m = re.fullmatch(FLAP_RE, scenario)
         if not m:
             return False
         longest = float(m.group(1))
@@ -185,6 +195,9 @@ class Output:
         self.reconnect_ms = []
         self.unreadable = []        # events that could not be counted
         self.failed_pairs = 0
+        self.resends = []           # (tries, of) of a connect's REQ sent again
+        self.reresends = []         # ms before the deadline of a reconnect's
+        self.epgaps = []            # (start, end): each endpoint's longest gap
         if not os.path.exists(path):
             return
         with open(path, errors="replace") as f:
@@ -211,8 +224,16 @@ class Output:
                         self.gaveup += 1
                     else:
                         self.unreadable.append(line.strip())
-                elif w[:3] == ["event", "watch", "failed"]:
+                elif w[:3] == ["event", "cm", "resend"] and len(w) == 5:
+                    if w[3] == "reconnect":
+                        self.reresends.append(float(w[4]))
+                    else:
+                        self.resends.append((int(w[3]), int(w[4])))
+                elif (w[:3] == ["event", "watch", "failed"] or
+                      w[:2] == ["event", "cm"]):
                     self.unreadable.append(line.strip())
+                elif w[0] == "epgap" and len(w) == 4:
+                    self.epgaps.append((float(w[2]), float(w[3])))
                 elif w[0] == "pair" and "failed" in w:
                     self.failed_pairs += 1
 
@@ -449,6 +470,29 @@ def verdict(tl, sc, deadline, kind, v, stats, flog):
     return "; ".join(reasons)
 
 
+def ep_recovery(sc, flog, out, stats, notes):
+    """The recovery column of a flap under N endpoints (SC flap_Xs_nN): the
+    last endpoint's, in ms from the link's return to the end of its longest
+    gap; the note says median / p99 / max across them, and how many did
+    not stall; and why it could not be measured ('' if it was). "none":
+    the stream did not get through the flap."""
+    n = int(sc.rsplit("_n", 1)[1])
+    if len(out.epgaps) != n or len(flog.faults) != 1:
+        return "-", ("not measured: %d of %d endpoints' gaps, %d flaps "
+                     "recorded" % (len(out.epgaps), n, len(flog.faults)))
+    _, f0, f1 = flog.faults[0]
+    rec = sorted((e1 - f1) * 1000 if e0 <= f1 <= e1 else 0.0
+                 for e0, e1 in out.epgaps)
+    calm = sum(1 for e0, e1 in out.epgaps if not e0 <= f1 <= e1)
+    notes.append("%d endpoints: recovery median %s / p99 %s / max %s ms "
+                 "from the link's return%s"
+                 % (n, ms(rank(rec, 0.5)), ms(rank(rec, 0.99)), ms(rec[-1]),
+                    ", %d not stalled over it" % calm if calm else ""))
+    if stats["open"] or not stats["cut"]:
+        return "none", ""
+    return ms(rec[-1]), ""
+
+
 def judge_uct(run, log, out, deadline):
     """(columns, why, note) of a row of the faults client."""
     tl, sc = run["transport"], run["scenario"]
@@ -468,7 +512,7 @@ def judge_uct(run, log, out, deadline):
                 "see %s.client" % log)
     flog = FaultLog(log + ".faults")
     stats = fault_stats(flog.faults, out)
-    notes = []
+    notes, ep_why = [], ""
     if sc.startswith("loss_") or sc == "qp_error":
         recovery = out.val("max_stall_ms")
         if stats["ended_stalled"]:
@@ -478,6 +522,8 @@ def judge_uct(run, log, out, deadline):
             notes.append("%s retransmission events during the loss" %
                          "+".join(str(n) for _, n in
                                   sorted(flog.retrans.items())))
+    elif "_n" in sc:
+        recovery, ep_why = ep_recovery(sc, flog, out, stats, notes)
     else:
         recovery = ms(stats["max"])
         if stats["open"] or not stats["cut"]:
@@ -497,6 +543,14 @@ def judge_uct(run, log, out, deadline):
                          "run them" % out.again)
     if out.gaveup:
         notes.append("syncmem gave up reconnecting %d times" % out.gaveup)
+    if out.resends or out.reresends:
+        notes.append("REQs sent again: %d of connects (at most try %s of %s), "
+                     "%d of reconnects (the latest %s ms before the deadline)"
+                     % (len(out.resends),
+                        max([t for t, _ in out.resends] or ["-"]),
+                        max([m for _, m in out.resends] or ["-"]),
+                        len(out.reresends),
+                        ms(min(out.reresends)) if out.reresends else "-"))
     notes.append("%s puts, %s gets, %s fetch-adds, %s AMs ok/failed" % tuple(
         out.val(k) for k in ("put", "get", "fadd", "am")))
     if out.val("am_died_with_peer") != "0":
@@ -513,8 +567,8 @@ def judge_uct(run, log, out, deadline):
     cols = [out.val("ops_ok"), out.val("ops_failed"), v["lost"],
             v["duplicated"], v["corrupted"], rec, 0, recovery,
             v["ep_recreated"]]
-    return (cols, verdict(tl, sc, deadline, "uct", v, stats, flog),
-            "; ".join(notes))
+    why = verdict(tl, sc, deadline, "uct", v, stats, flog)
+    return (cols, "; ".join(filter(None, [why, ep_why])), "; ".join(notes))
 
 
 def judge_mpi(run, log, out, deadline):

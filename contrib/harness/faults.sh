@@ -35,13 +35,20 @@
 # bench-results/faults/ (the flaps' times in TRANSPORT-SCENARIO.faults).
 #
 #   contrib/harness/faults.sh [--quick] [--tls syncmem|rc_verbs|both]
-#                     [--only REGEX] [--soak N] [--markdown FILE]...
+#                     [--only REGEX] [--soak N | --many N[,N...]]
+#                     [--markdown FILE]...
 #
 #   --quick        a subset with short durations (< 5 min, for make check);
 #   --tls          which transports (default both; syncmem includes
 #                  syncmem-noreconnect);
 #   --only REGEX   rows whose "transport/scenario" matches (anchors work:
 #                  '^syncmem/flap_0\.5s$'); none matching is an error;
+#   --many N[,N..] only the rows flap_0.5s_nN of syncmem and rc_verbs: one
+#                  0.5 s flap under N endpoints of one iface (on rxe0, to
+#                  a peer iface on rxe1), all streaming verified rounds
+#                  (contrib/bench/scale -F: a put, a fetch-add, a flush);
+#                  its note has every endpoint's recovery (median, p99,
+#                  max across them) and how many REQs were sent again;
 #   --soak N       only syncmem/flaps_N (the full run has flaps_200): its
 #                  note has the recovery per flap (median, p99, max; from
 #                  the link's return to the end of the stall around it)
@@ -73,19 +80,25 @@ prog=faults.sh
 
 say() { echo "$prog: $*" >&2; }
 
-# run_kind QUICK SOAK: what the run is called: soak, quick or full
+# run_kind QUICK SOAK MANY: what the run is called: soak, many, quick or full
 run_kind() {
     if [[ -n $2 ]]; then echo soak
+    elif [[ -n ${3:-} ]]; then echo many
     elif [[ $1 == yes ]]; then echo quick
     else echo full; fi
 }
 
-# rows_of QUICK TLS ONLY SOAK: a run's rows, "transport/scenario" one a
-# line (so that --only's anchors work), nothing when none matches
+# rows_of QUICK TLS ONLY SOAK MANY: a run's rows, "transport/scenario" one
+# a line (so that --only's anchors work), nothing when none matches
 rows_of() {
-    local quick=$1 tls=$2 only=$3 soak=$4 rows tl sc
+    local quick=$1 tls=$2 only=$3 soak=$4 many=${5:-} rows tl sc n
     if [[ -n $soak ]]; then
         rows=syncmem/flaps_$soak
+    elif [[ -n $many ]]; then
+        rows=
+        for tl in syncmem rc_verbs; do
+            for n in ${many//,/ }; do rows+="$tl/flap_0.5s_n$n"$'\n'; done
+        done
     elif [[ $quick == yes ]]; then
         rows="syncmem/loss_1pct
 syncmem/flap_0.5s
@@ -331,13 +344,24 @@ run_row() {
     heal
     say "$tl $sc"
 
-    env "${env[@]}" UCX_NET_DEVICES=rxe1:1 taskset -c 1 \
-        "$top/contrib/harness/faults" server "$st" >"$log.server" 2>&1 &
-    spid=$!
-    env "${env[@]}" "${fault_env[@]}" UCX_NET_DEVICES=rxe0:1 taskset -c 0 \
-        "$top/contrib/harness/faults" client "$st" \
-        "$(stream_secs $pre_ms $len_us "$post")" >"$log.client" 2>&1 &
-    cpid=$!
+    if [[ $sc == *_n* ]]; then
+        # N endpoints of one process's iface on rxe0 to a peer iface on
+        # rxe1, all streaming (contrib/bench/scale_flap.c); the reconnects
+        # of all of them take longer than one's
+        post=$((POST > 20 ? POST : 20)) spid=
+        env "${env[@]}" "$top/contrib/bench/scale" -t "${tl%%-*}" \
+            -d rxe0:1 -D rxe1:1 -n "${sc##*_n}" -w 60 -f "$st/streaming" \
+            -F "$(stream_secs $pre_ms $len_us "$post")" >"$log.client" 2>&1 &
+        cpid=$!
+    else
+        env "${env[@]}" UCX_NET_DEVICES=rxe1:1 taskset -c 1 \
+            "$top/contrib/harness/faults" server "$st" >"$log.server" 2>&1 &
+        spid=$!
+        env "${env[@]}" "${fault_env[@]}" UCX_NET_DEVICES=rxe0:1 taskset -c 0 \
+            "$top/contrib/harness/faults" client "$st" \
+            "$(stream_secs $pre_ms $len_us "$post")" >"$log.client" 2>&1 &
+        cpid=$!
+    fi
 
     # the fault, timed from the client's first completed batch
     if wait_for "$st/streaming" "$cpid" 120; then
@@ -448,7 +472,7 @@ run_mpi_row() {
 }
 
 guest_main() {
-    local quick=$1 tls=$2 only=${3:-} soak=${4:-} rows r t0
+    local quick=$1 tls=$2 only=${3:-} soak=${4:-} many=${5:-} rows r t0
     out=$top/bench-results
     faults_py=$top/contrib/harness/faults.py
     mkdir -p "$out/faults"
@@ -459,7 +483,7 @@ guest_main() {
     else
         LOSS_SECS=15 QP_SECS=10 POST=8
     fi
-    rows=$(rows_of "$quick" "$tls" "$only" "$soak")
+    rows=$(rows_of "$quick" "$tls" "$only" "$soak" "$many")
     [[ -n $rows ]] || { echo "FAIL: no row matches"; return 2; }
 
     # (the guest has no /dev/fd: no process substitution in this script)
@@ -483,7 +507,7 @@ guest_main() {
         else run_row "${r%%/*}" "${r#*/}"; fi
     done
 
-    echo "== fault bench, $(date -u +%F), UCX $(ucx_info -v | "$top/contrib/pkg/ucx-version.sh"), kernel $(uname -r), $(run_kind "$quick" "$soak") run, $(( $(date +%s) - t0 )) s"
+    echo "== fault bench, $(date -u +%F), UCX $(ucx_info -v | "$top/contrib/pkg/ucx-version.sh"), kernel $(uname -r), $(run_kind "$quick" "$soak" "$many") run, $(( $(date +%s) - t0 )) s"
     echo "   RC timeout $RC_TIMEOUT, $RC_RETRY retries on both transports (UCX_SYNCMEM_RC_*, UCX_RC_*);"
     echo "   syncmem's reconnect (UCX_SYNCMEM_RECONNECT) in this build: $rec."
     echo "   loss for ${LOSS_SECS}s, qp_error for ${QP_SECS}s every $QP_ERROR_INTERVAL; ${POST}s of stream after each fault."
@@ -491,7 +515,7 @@ guest_main() {
     { echo "date=$(date -u '+%F %H:%M UTC')"
       echo "kernel=$(uname -r)"
       echo "ucx=$(ucx_info -v | "$top/contrib/pkg/ucx-version.sh")"
-      echo "kind=$(run_kind "$quick" "$soak")"
+      echo "kind=$(run_kind "$quick" "$soak" "$many")"
       echo "commit=$(git -C "$top" --no-optional-locks describe --always --dirty 2>/dev/null || echo unknown)"
       echo "seconds=$(( $(date +%s) - t0 ))"; } >"$out/faults.meta"
     # the table and the verdict: every row asked for, judged, none failed
@@ -505,7 +529,7 @@ if [[ ${1:-} == --in-guest ]]; then
     exit
 fi
 
-quick=no tls=both only='' soak='' markdown=()
+quick=no tls=both only='' soak='' many='' markdown=()
 while (($#)); do
     case $1 in
         -h|--help) awk 'NR > 2 && !/^#/ { exit } NR > 2 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -513,6 +537,7 @@ while (($#)); do
         --tls) tls=${2:?}; shift ;;
         --only) only=${2:?}; shift ;;
         --soak) soak=${2:?}; shift ;;
+        --many) many=${2:?}; shift ;;
         --markdown) markdown+=("${2:?}"); shift ;;
         *) say "unknown option $1 (see --help)"; exit 2 ;;
     esac
@@ -522,27 +547,31 @@ done
     { say "--tls must be syncmem, rc_verbs or both"; exit 2; }
 [[ -z $soak || $soak =~ ^[1-9][0-9]*$ ]] ||
     { say "--soak takes a number of flaps, not '$soak'"; exit 2; }
+[[ -z $many || $many =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] ||
+    { say "--many takes numbers of endpoints (256,1024), not '$many'"; exit 2; }
+[[ -z $many || -z $soak ]] || { say "--many and --soak are two runs"; exit 2; }
 if [[ -n $only ]]; then
     rc=0; grep -E -- "$only" </dev/null >/dev/null || rc=$?
     ((rc < 2)) || { say "--only: not an extended regular expression: $only"; exit 2; }
 fi
-if [[ -z $(rows_of "$quick" "$tls" "$only" "$soak") ]]; then
+if [[ -z $(rows_of "$quick" "$tls" "$only" "$soak" "$many") ]]; then
     say "no row matches --tls $tls${only:+ --only $(printf %q "$only")}${soak:+ --soak $soak} in a $(
-        run_kind "$quick" "$soak") run; its rows:"
-    rows_of "$quick" both '' "$soak" | sed 's/^/    /' >&2
+        run_kind "$quick" "$soak" "$many") run; its rows:"
+    rows_of "$quick" both '' "$soak" "$many" | sed 's/^/    /' >&2
     exit 2
 fi
-[[ -x $top/contrib/harness/faults && -x $top/contrib/tools/syncmem-run ]] ||
+[[ -x $top/contrib/harness/faults && -x $top/contrib/bench/scale &&
+   -x $top/contrib/tools/syncmem-run ]] ||
     { say "contrib/harness/faults is not built: run make first"; exit 2; }
 command -v python3 >/dev/null ||
     { say "python3 is needed (contrib/harness/faults.py judges the rows)"; exit 2; }
 if ((${#markdown[@]} == 0)); then
     exec contrib/guest/guest.sh --two-hosts --timeout 3600 -- \
-        "$top/contrib/harness/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak"
+        "$top/contrib/harness/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak" "$many"
 fi
 rc=0
 contrib/guest/guest.sh --two-hosts --timeout 3600 -- \
-    "$top/contrib/harness/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak" || rc=$?
+    "$top/contrib/harness/faults.sh" --in-guest "$quick" "$tls" "$only" "$soak" "$many" || rc=$?
 # the table, from what the run wrote (the verdicts and exit status are the
 # guest's: a table that cannot be written is only said)
 for f in "${markdown[@]}"; do

@@ -9,6 +9,10 @@
  *   event reconnect newqp MS again N   ...where the peer said which requests
  *                                ran: N atomics posted again (never ran)
  *   event reconnect gaveup       RECONNECT_TIMEOUT passed: the ep failed
+ *   event cm resend N M          a REQ sent again, the Nth time of the
+ *                                endpoint's M (UCX_SYNCMEM_CM_RETRIES)
+ *   event cm resend reconnect MS a reconnect's REQ sent again, MS ms
+ *                                before its RECONNECT_TIMEOUT
  *
  * The transport has no counter to ask for them: they are taken from its own
  * log calls in this process (a UCS log handler), by the format strings of
@@ -36,6 +40,7 @@
 /* The format strings' beginnings (syncmem_reconnect.c) */
 #define FAULTS_EV_DONE   "syncmem: ep %p: reconnected to iface "
 #define FAULTS_EV_GAVEUP "syncmem: ep %p: reconnect to iface "
+#define FAULTS_EV_RESEND "syncmem: ep %p resends REQ to iface "
 
 static ucs_log_func_rc_t
 faults_events_handler(const char *file, unsigned line, const char *function,
@@ -44,18 +49,31 @@ faults_events_handler(const char *file, unsigned line, const char *function,
                       const char *format, va_list ap)
 {
     char text[1024], *after, *peer;
-    unsigned again;
+    unsigned again, tries;
     double ms = -1;
     va_list aq;
 
     if (strncmp(format, FAULTS_EV_DONE, strlen(FAULTS_EV_DONE)) &&
-        strncmp(format, FAULTS_EV_GAVEUP, strlen(FAULTS_EV_GAVEUP))) {
+        strncmp(format, FAULTS_EV_GAVEUP, strlen(FAULTS_EV_GAVEUP)) &&
+        strncmp(format, FAULTS_EV_RESEND, strlen(FAULTS_EV_RESEND))) {
         return UCS_LOG_FUNC_RC_CONTINUE;
     }
     va_copy(aq, ap);
     vsnprintf(text, sizeof(text), format, aq);
     va_end(aq);
-    if (!strncmp(format, FAULTS_EV_DONE, strlen(FAULTS_EV_DONE))) {
+    if (!strncmp(format, FAULTS_EV_RESEND, strlen(FAULTS_EV_RESEND))) {
+        after = strstr(text, " (");
+        if ((after != NULL) &&
+            (sscanf(after, " (%u of UCX_SYNCMEM_CM_RETRIES %u)", &again,
+                    &tries) == 2)) {
+            printf("event cm resend %u %u\n", again, tries);
+        } else if ((after != NULL) &&
+                   (sscanf(after, " (reconnect, %lf ms before", &ms) == 1)) {
+            printf("event cm resend reconnect %.0f\n", ms);
+        } else {
+            printf("event cm unparsed %s\n", text);
+        }
+    } else if (!strncmp(format, FAULTS_EV_DONE, strlen(FAULTS_EV_DONE))) {
         after = strstr(text, " after ");
         if ((after == NULL) || (sscanf(after, " after %lf ms", &ms) != 1)) {
             printf("event reconnect unparsed %s\n", text);

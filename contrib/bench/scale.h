@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * scale.h: what scale.c (the endpoints, the cost rows) and scale_flap.c
+ * (a verified stream over all of them, for the fault bench) share.
+ */
+#ifndef SCALE_H
+#define SCALE_H
+
+#include <uct/api/uct.h>
+#include <ucs/async/async.h>
+
+#include <math.h>
+
+#define SCALE_MAX_N  64
+#define SCALE_HEADER "transport,n,rep,rss_kb_per_ep,rss_traffic_kb_per_ep," \
+                     "heap_kb_per_ep,connect_ms,lat_med_us,lat_p99_us," \
+                     "rate_ops,note"
+
+typedef struct {
+    const char    *tl, *name, *dev[2];  /* dev: the client's, the peer's */
+    unsigned      n[SCALE_MAX_N], n_count, rep, lat_samples;
+    unsigned long rate_ops;
+    double        rate_sec, wait_sec;
+    double        flap_sec;             /* -F: the stream of scale_flap.c */
+    const char    *flag;                /* -f: created once it streams */
+} scale_opts_t;
+
+/* What a child measured; nan what it could not */
+typedef struct {
+    double rss_kb, rss_traffic_kb, heap_kb, connect_ms, lat_med_us,
+           lat_p99_us, rate_ops;
+    char   note[400];
+} scale_result_t;
+
+#define SCALE_RESULT_NONE  { NAN, NAN, NAN, NAN, NAN, NAN, NAN, "" }
+
+typedef struct scale scale_t;
+
+typedef struct {
+    uct_completion_t super;
+    scale_t          *s;
+} scale_comp_t;
+
+/* One N's run: side 0 is the client, 1 the peer */
+struct scale {
+    const scale_opts_t  *opts;
+    scale_result_t      *res;
+    ucs_async_context_t *async;
+    uct_worker_h        worker[2];
+    uct_component_h     component[2];
+    uct_md_h            md[2];
+    uct_iface_h         iface[2];
+    uct_iface_attr_t    attr[2];
+    void                *target;      /* the peer's memory the puts write */
+    size_t              target_len;
+    uct_mem_h           memh;
+    uct_rkey_bundle_t   rkey;
+    unsigned            n;
+    uct_ep_h            *eps, *peer_eps;
+    scale_comp_t        *comps;
+    unsigned            done;         /* flushes completed */
+    ucs_status_t        comp_status;  /* the first that failed */
+    ucs_status_t        ep_status;    /* the iface's error handler's first */
+};
+
+double now_sec(void);
+int scale_fail(scale_t *s, const char *fmt, ...);
+int scale_progress(scale_t *s, double start, const char *what, int counted);
+/* scale_flap.c: the stream; 0 when it ran (its verdict is in its output) */
+int scale_flap(scale_t *s);
+
+#endif
