@@ -526,7 +526,7 @@ hwm_end kB"
                     127)     why=${missing:-"mpirun exited 127"} ;;
                     *)       why="mpirun exited $prc" ;;
                 esac
-                over=$(sed -n 's/^mpi_scale: rank [0-9]* of [0-9]*: still running after \(the time budget of [0-9]* s\), in \(.*\); MPI_Abort$/over \1, in \2/p' \
+                over=$(sed -En 's/^mpi_scale: (rank [0-9]+ of [0-9]+|pid [0-9]+): still running after (the time budget of [0-9]+ s), in (.*); (MPI_Abort|exit)$/over \2, in \3/p' \
                        "$out/mpi_scale.one" | head -n 1)
                 [ -z "$over" ] || why="$why ($over)"
                 res=$(grep '^result ' "$out/mpi_scale.one" | tail -n 1)

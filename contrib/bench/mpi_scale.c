@@ -77,9 +77,16 @@ static void phase(const char *what)
 {
     int next = !alarm_cur;
 
-    snprintf(alarm_msg[next], sizeof(alarm_msg[next]),
-             "mpi_scale: rank %d of %d: still running after the time budget "
-             "of %u s, in %s; MPI_Abort\n", rank, nprocs, budget_s, what);
+    if (rank < 0) {   /* (MPI_Init has not returned: no rank, no MPI_Abort) */
+        snprintf(alarm_msg[next], sizeof(alarm_msg[next]),
+                 "mpi_scale: pid %d: still running after the time budget of "
+                 "%u s, in %s; exit\n", (int)getpid(), budget_s, what);
+    } else {
+        snprintf(alarm_msg[next], sizeof(alarm_msg[next]),
+                 "mpi_scale: rank %d of %d: still running after the time "
+                 "budget of %u s, in %s; MPI_Abort\n", rank, nprocs, budget_s,
+                 what);
+    }
     alarm_cur = next;
 }
 
@@ -401,7 +408,7 @@ int main(int argc, char **argv)
     mpi_up = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
-    phase("the start (MPI_Comm_size)");
+    phase("the start");
     if ((nprocs < 2) || (nprocs > 65534) || (warmup + reps > 65535)) {
         if (rank == 0) {
             fprintf(stderr, "mpi_scale: 2 to 65534 ranks, and WARMUP + REPS "
