@@ -9,6 +9,8 @@ this does the arithmetic. Python 3, standard library only.
 
   contrib/bench/tables.py bench  DIR [--markdown FILE]...   bench.sh's tables
   contrib/bench/tables.py scale  DIR [--markdown FILE]...   its scale section's
+  contrib/bench/tables.py mpi_scale DIR [--markdown FILE]... its mpi_scale
+      section's (contrib/bench/tables_mpi.py)
   contrib/bench/tables.py faults DIR [--markdown FILE]...   faults.sh's table
   contrib/bench/tables.py check  DIR [--markdown FILE]...   check-example.sh's
       'syncmem-run --check' output (check.out, check.meta)
@@ -33,6 +35,8 @@ DIR holds what the scripts wrote:
           sweep.csv     size,transport,rep,put_bw_MBps,put_lat_us
           scale.csv     transport,n,rep,rss_kb_per_ep,...,note (scale.c's
                         rows; scale -H); scale.info: what the devices allow
+          mpi_scale.csv transport,np,rep,op,unit,median,max,note (mpi_scale.c's
+                        lines); mpi_scale.info: where the ranks ran
           bench.meta    key=value: date, kernel, ucx, reps (written in the guest)
   faults: faults.csv    transport,scenario,ops_ok,...,ep_recreated
           faults.notes  transport<TAB>scenario<TAB>note (PASS/FAIL and why)
@@ -54,6 +58,7 @@ Without --markdown the tables go to standard output. With --markdown FILE
   <!-- BEGIN generated: bench tables -->     (every bench table)
   <!-- BEGIN generated: bench summary -->    (the README's one table)
   <!-- BEGIN generated: bench scale -->      (the scale section's tables)
+  <!-- BEGIN generated: bench mpi_scale -->  (the mpi_scale section's)
   <!-- BEGIN generated: faults table -->
   <!-- END generated -->
 
@@ -675,7 +680,7 @@ def bench_blocks(d):
         blocks["bench tables"] = head + "\n" + "\n".join(parts)
     if summary:
         blocks["bench summary"] = head + "\n" + summary + plots
-    if ran is not None and not [s for s in ran if s != "scale"]:
+    if ran is not None and not [s for s in ran if s not in ("scale", "mpi_scale")]:
         blocks["bench tables"] = blocks["bench summary"] = None
     if ran is None or "scale" in ran:
         scale, more = scale_blocks(d, ran is not None)
@@ -683,7 +688,22 @@ def bench_blocks(d):
         errors += more
     else:
         blocks["bench scale"] = None
+    if ran is None or "mpi_scale" in ran:
+        mpi, more = mpi_scale_blocks(d, ran is not None)
+        blocks.update(mpi)
+        errors += more
+    else:
+        blocks["bench mpi_scale"] = None
     return blocks, errors
+
+
+def mpi_scale_blocks(d, expected=True):
+    """The mpi_scale section's block: contrib/bench/tables_mpi.py, which
+    uses this module's helpers (as 'tables', whether this runs as a script
+    or was imported)."""
+    sys.modules.setdefault("tables", sys.modules[__name__])
+    import tables_mpi
+    return tables_mpi.blocks(d, expected)
 
 
 # --- bench.sh: the scale section -------------------------------------------
@@ -911,11 +931,11 @@ def markers(text):
 
 
 # The blocks of each kind (a marker of another kind is not this run's)
-KINDS = {"bench": ["bench tables", "bench summary", "bench scale"],
-         "scale": ["bench scale"], "faults": ["faults table"],
-         "check": ["check example"]}
+KINDS = {"bench": ["bench tables", "bench summary", "bench scale", "bench mpi_scale"],
+         "scale": ["bench scale"], "mpi_scale": ["bench mpi_scale"],
+         "faults": ["faults table"], "check": ["check example"]}
 # What a file without markers (or standard output) gets of each kind
-WHOLE = {"bench": ["bench tables", "bench scale"]}
+WHOLE = {"bench": ["bench tables", "bench scale", "bench mpi_scale"]}
 
 
 def whole_text(kind, blocks):
@@ -990,7 +1010,7 @@ def main(argv):
         print("\n".join(tls))
         return failed(errors)
     if len(argv) < 3 or argv[1] not in KINDS:
-        print("usage: tables.py bench|scale|faults|check DIR [--markdown FILE]... "
+        print("usage: tables.py bench|scale|mpi_scale|faults|check DIR [--markdown FILE]... "
               "[--plots DEST] (--help)",
               file=sys.stderr)
         return 2
@@ -1007,7 +1027,8 @@ def main(argv):
             print("tables.py: unknown argument %s" % rest[0], file=sys.stderr)
             return 2
     blocks, errors = {"bench": bench_blocks, "scale": scale_blocks,
-                      "faults": faults_blocks, "check": check_blocks}[kind](d)
+                      "mpi_scale": mpi_scale_blocks, "faults": faults_blocks,
+                      "check": check_blocks}[kind](d)
     if not any(blocks.values()) and not errors:
         print("tables.py: no %s results in %s" % (kind, d), file=sys.stderr)
         return 1
