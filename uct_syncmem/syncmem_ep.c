@@ -87,7 +87,6 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
         goto err;
     }
     self->tx.available     = uct_syncmem_ep_tx_limit(iface, self);
-    self->tx.signal_mask   = uct_syncmem_ep_signal_mask(iface, self);
 
     status = uct_syncmem_qp_create(iface, iface->cq, &self->qp);
     if (status != UCS_OK) {

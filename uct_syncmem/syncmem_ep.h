@@ -42,7 +42,6 @@ struct uct_syncmem_ep {
                                            db_list): uct_syncmem_ep_rung_sn */
         uint16_t         acked_sn;      /* of the last completed request */
         uint16_t         signaled_sn;   /* of the last signalled request */
-        uint16_t         signal_mask;   /* uct_syncmem_ep_signal_mask */
         ucs_queue_head_t outstanding;   /* uct_syncmem_op_t, by sn */
     } tx;
     uct_syncmem_replay_ring_t replay;   /* syncmem_replay.h */
@@ -100,21 +99,6 @@ static inline int uct_syncmem_ep_tx_limit(const uct_syncmem_iface_t *iface,
     }
     return ucs_min((int)iface->config.tx_queue_len,
                    (int)(ep->replay.mask + 1u) - UCT_SYNCMEM_REPLAY_SPARE);
-}
-
-/* Every how many requests one is signalled, less one (a power of 2 less
- * one): TX_MODERATION's, but at most a quarter of the limit, so that an
- * endpoint out of room always has a completion on its way. A small ring
- * signals more often, rather than fill with requests that only a later
- * completion would retire. */
-static inline uint16_t
-uct_syncmem_ep_signal_mask(const uct_syncmem_iface_t *iface,
-                           const uct_syncmem_ep_t *ep)
-{
-    unsigned quarter = ucs_max(uct_syncmem_ep_tx_limit(iface, ep) / 4, 1);
-
-    return ucs_min(iface->config.tx_signal_mask,
-                   ucs_rounddown_pow2(quarter) - 1);
 }
 
 /* syncmem_ep_tx.c */

@@ -63,8 +63,7 @@ static ucs_status_t uct_syncmem_replay_resize(uct_syncmem_ep_t *ep,
     ucs_free(old_ring);
     ep->replay.ring   = ring;
     ep->replay.mask   = entries - 1;
-    ep->tx.available   += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
-    ep->tx.signal_mask  = uct_syncmem_ep_signal_mask(iface, ep);
+    ep->tx.available += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
     return UCS_OK;
 }
 

@@ -213,7 +213,7 @@ static UCS_F_ALWAYS_INLINE unsigned
 uct_syncmem_ep_tx_flags(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
                         unsigned flags, int signal, unsigned sn)
 {
-    if (signal || !(sn & ep->tx.signal_mask)) {
+    if (signal || !(sn & iface->config.tx_signal_mask)) {
         flags              |= IBV_SEND_SIGNALED;
         ep->tx.signaled_sn  = sn;
     }

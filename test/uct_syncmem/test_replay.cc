@@ -7,7 +7,6 @@
 
 #include "replay_save.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -370,7 +369,6 @@ protected:
         m_iface->config.reconnect    = 1;
         m_iface->config.db_batch     = 1;
         m_iface->config.replay_data  = 128;
-        m_iface->config.tx_signal_mask = 63; // TX_MODERATION 64
         m_iface->config.ring_min     = 4;  // TX_RING_MIN 2
         m_ep->super.super.iface      = &m_iface->super.super;
         ucs_list_head_init(&m_ep->db_list);
@@ -388,7 +386,6 @@ protected:
         m_ep->tx.sn            = sn;
         m_ep->tx.acked_sn      = sn;
         m_ep->tx.available     = uct_syncmem_ep_tx_limit(m_iface, m_ep);
-        m_ep->tx.signal_mask   = uct_syncmem_ep_signal_mask(m_iface, m_ep);
     }
 
     // Takes the room there is, as the fast path does: one put each, its
@@ -428,15 +425,12 @@ protected:
 
 // 4 entries hold a request and a flush; each full ring doubles, the
 // requests in it keep their entries across the wrap of 16-bit numbers,
-// until the ring holds the whole send queue. A small ring signals every
-// request, a larger one every quarter of its room at most, up to
-// TX_MODERATION: an endpoint out of room always has a completion coming.
+// until the ring holds the whole send queue.
 TEST_F(replay_grow, doubles_with_what_is_in_flight)
 {
     init(0xfff0);
     EXPECT_EQ(4u, entries());
     EXPECT_EQ(2, m_ep->tx.available);
-    EXPECT_EQ(0, m_ep->tx.signal_mask);
 
     unsigned expected = 4;
     while (expected < 512) {
@@ -448,14 +442,8 @@ TEST_F(replay_grow, doubles_with_what_is_in_flight)
         EXPECT_EQ(uct_syncmem_ep_tx_limit(m_iface, m_ep) - (int)outstanding,
                   m_ep->tx.available);
         expect_entries(outstanding);
-        int limit = uct_syncmem_ep_tx_limit(m_iface, m_ep);
-        EXPECT_LE(4 * (m_ep->tx.signal_mask + 1), std::max(limit, 4)) << limit;
-        if (expected == 64) {
-            EXPECT_EQ(7, m_ep->tx.signal_mask); // 62 of room: every 8th
-        }
     }
     EXPECT_EQ(256, uct_syncmem_ep_tx_limit(m_iface, m_ep));
-    EXPECT_EQ(63, m_ep->tx.signal_mask);
     fill();
     EXPECT_EQ(256u, uct_syncmem_ep_tx_outstanding(m_ep));
     EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_syncmem_replay_grow(m_ep));
@@ -502,7 +490,6 @@ TEST_F(replay_grow, shrinks_when_idle)
     uct_syncmem_replay_shrink(m_ep);
     EXPECT_EQ(4u, entries());
     EXPECT_EQ(2, m_ep->tx.available);
-    EXPECT_EQ(0, m_ep->tx.signal_mask);
     expect_entries(4);
 }
 
@@ -514,6 +501,5 @@ TEST_F(replay_grow, none_without_reconnect)
     init(0);
     EXPECT_EQ(nullptr, m_ep->replay.ring);
     EXPECT_EQ(256, m_ep->tx.available);
-    EXPECT_EQ(63, m_ep->tx.signal_mask);
     EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_syncmem_replay_grow(m_ep));
 }
