@@ -682,18 +682,15 @@ def bench_blocks(d):
         blocks["bench summary"] = head + "\n" + summary + plots
     if ran is not None and not [s for s in ran if s not in ("scale", "mpi_scale")]:
         blocks["bench tables"] = blocks["bench summary"] = None
-    if ran is None or "scale" in ran:
-        scale, more = scale_blocks(d, ran is not None)
-        blocks.update(scale)
-        errors += more
-    else:
-        blocks["bench scale"] = None
-    if ran is None or "mpi_scale" in ran:
-        mpi, more = mpi_scale_blocks(d, ran is not None)
-        blocks.update(mpi)
-        errors += more
-    else:
-        blocks["bench mpi_scale"] = None
+    # the sections that run only when named: a run without one leaves its
+    # block as it was
+    for name, of in (("scale", scale_blocks), ("mpi_scale", mpi_scale_blocks)):
+        if ran is None or name in ran:
+            more_blocks, more = of(d, ran is not None)
+            blocks.update(more_blocks)
+            errors += more
+        else:
+            blocks["bench " + name] = None
     return blocks, errors
 
 

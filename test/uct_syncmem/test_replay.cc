@@ -13,6 +13,19 @@
 
 namespace {
 
+ibv_send_wr rdma(ibv_wr_opcode opcode, ibv_sge *sge, int num_sge,
+                 uint64_t remote_addr = 0x1000)
+{
+    ibv_send_wr wr;
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode              = opcode;
+    wr.sg_list             = sge;
+    wr.num_sge             = num_sge;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey        = 0x77;
+    return wr;
+}
+
 class replay_ring : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -32,16 +45,6 @@ protected:
         free(m_ep);
     }
 
-    static ibv_send_wr rdma(ibv_wr_opcode opcode, ibv_sge *sge, int num_sge) {
-        ibv_send_wr wr;
-        memset(&wr, 0, sizeof(wr));
-        wr.opcode              = opcode;
-        wr.sg_list             = sge;
-        wr.num_sge             = num_sge;
-        wr.wr.rdma.remote_addr = 0x1000;
-        wr.wr.rdma.rkey        = 0x77;
-        return wr;
-    }
 
     uct_syncmem_replay_t *entry(uint16_t sn) {
         return syncmem_test_replay_entry(m_ep, sn);
@@ -394,12 +397,7 @@ protected:
         while (m_ep->tx.available > 0) {
             uint16_t sn    = m_ep->tx.sn + 1;
             ibv_sge sge    = { 0x5000, 64, 1 };
-            ibv_send_wr wr;
-            memset(&wr, 0, sizeof(wr));
-            wr.opcode              = IBV_WR_RDMA_WRITE;
-            wr.sg_list             = &sge;
-            wr.num_sge             = 1;
-            wr.wr.rdma.remote_addr = sn;
+            ibv_send_wr wr = rdma(IBV_WR_RDMA_WRITE, &sge, 1, sn);
             syncmem_test_replay_save(m_ep, &wr, sn);
             m_ep->tx.sn = sn;
             --m_ep->tx.available;
