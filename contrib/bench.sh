@@ -54,7 +54,7 @@
 # ratios from one run only. SYNCMEM_PASSIVE_APIS (e.g. "ucp mpi") and
 # SYNCMEM_PASSIVE_MS (each phase's length, default 600) narrow 'passive';
 # SYNCMEM_SCALE_N (default 1,16,64,256,1024) 'scale'; SYNCMEM_MPI_SCALE_NP
-# (default "4 8 16") and SYNCMEM_MPI_SCALE_BUDGET (seconds a job, default
+# (default "4 8 16 24") and SYNCMEM_MPI_SCALE_BUDGET (seconds a job, default
 # 300) 'mpi_scale'.
 #
 set -e
@@ -437,7 +437,7 @@ scale_main() {
 }
 
 # MPI over many endpoints (contrib/bench/mpi_scale.c): Open MPI jobs of P
-# ranks (P in SYNCMEM_MPI_SCALE_NP, default "4 8 16"), each rank talking to
+# ranks (P in SYNCMEM_MPI_SCALE_NP, default "4 8 16 24"), each rank talking to
 # every other: MPI_Alltoall at 8 B, 1 KiB and 16 KiB a pair, MPI_Fetch_and_op
 # between all pairs (pml ucx, osc ucx), and each rank's resident memory;
 # UCX_TLS=syncmem and UCX_TLS=rc_verbs,ud_verbs, $reps times, interleaved.
@@ -454,14 +454,16 @@ scale_main() {
 # themselves some 20-30 MiB. So about 110 MiB a rank over rc_verbs, 50 over
 # syncmem: 16 ranks take some 1.8 GiB, 24 about 2.6, 32 about 3.5 of the
 # 4 GiB, which the guest's kernel, rxe's queues and the tmpfs overlay
-# share: 16 is the most that leaves room, 24 may fit (a rank the kernel
-# kills is a failed job, its rows nan). The CPUs allow that many: with
+# share. Measured: 24 run over both (rc_verbs' ranks about 150 MiB each
+# after the tests, syncmem's 60); at 32 the kernel kills rc_verbs' ranks,
+# syncmem's run (65 MiB each). A rank the kernel kills is a failed job,
+# its rows nan. The CPUs allow that many: with
 # mpi_yield_when_idle a rank waiting in MPI gives its vCPU away, so 8 ranks
 # a vCPU are slow, not stuck. Every job runs under 'timeout', and
 # mpi_scale gives up itself after SYNCMEM_MPI_SCALE_BUDGET seconds (300).
 mpi_scale_main() {
     reps=$1 out=$2
-    nps=${SYNCMEM_MPI_SCALE_NP:-4 8 16}
+    nps=${SYNCMEM_MPI_SCALE_NP:-4 8 16 24}
     budget=${SYNCMEM_MPI_SCALE_BUDGET:-300}
     prog=$top/contrib/bench/mpi_scale
     dev1=${SYNCMEM_DEV1:-$dev}
@@ -522,7 +524,13 @@ hwm_end kB"
                 # budget, its verdict
                 case $prc in
                     0)       why= ;;
-                    124|137) why="mpirun timed out after $tmo s" ;;
+                    124) why="mpirun timed out after $tmo s" ;;
+                    137) if [ "$secs" -ge "$tmo" ]; then
+                             why="mpirun timed out after $tmo s"
+                         else
+                             # (the guest's OOM killer: 32 ranks of rc_verbs)
+                             why="mpirun killed after $secs s: out of memory? (dmesg)"
+                         fi ;;
                     127)     why=${missing:-"mpirun exited 127"} ;;
                     *)       why="mpirun exited $prc" ;;
                 esac
@@ -712,7 +720,7 @@ guest=
 if [ -n "$only" ] && echo mpi_scale | grep -qE "^($only)"; then
     set -f
     # shellcheck disable=SC2086 # (the list: words)
-    set -- ${SYNCMEM_MPI_SCALE_NP:-4 8 16}
+    set -- ${SYNCMEM_MPI_SCALE_NP:-4 8 16 24}
     set +f
     guest="--two-hosts --timeout $((1800 + reps * $# * 2 * (${SYNCMEM_MPI_SCALE_BUDGET:-300} + 75)))"
 fi
