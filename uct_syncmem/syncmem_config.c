@@ -41,7 +41,7 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "Requests an endpoint keeps for a reconnect (RECONNECT=y, or TX_DB_BATCH\n"
      "above 1) before its replay ring grows: each costs 24 bytes plus\n"
      "TX_MAX_INLINE. The ring doubles while more are outstanding, up to\n"
-     "TX_QUEUE_LEN, and an endpoint idle at the watchdog's check shrinks back.\n"
+     "TX_QUEUE_LEN, and an endpoint idle at two watchdog checks shrinks back.\n"
      "A small ring asks for completions more often. Larger: fewer pauses\n"
      "(UCS_ERR_NO_RESOURCE) while it grows; smaller: less memory per endpoint.",
      ucs_offsetof(uct_syncmem_iface_config_t, tx_ring_min),

@@ -21,6 +21,7 @@ typedef struct uct_syncmem_ep_watchdog {
     uint8_t          stall_psn_valid; /* ...half-way through */
     uint8_t          stalls;        /* stall reconnects of stall_sn */
     uint16_t         stall_sn;      /* the request that stalled */
+    uint8_t          idle_checks;   /* checks in a row it was idle at */
 } uct_syncmem_ep_watchdog_t;
 
 struct uct_syncmem_ep {

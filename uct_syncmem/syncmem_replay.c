@@ -17,8 +17,40 @@
 #include "syncmem_tx.inl"
 
 #include <string.h>
+#include <sys/mman.h>
 
 #define UCT_SYNCMEM_REPLAY_BATCH   16          /* requests per post call */
+/* Rings this large or larger are mapped and unmapped whole: given back,
+ * they return to the kernel, not to the heap, where the steps of many
+ * rings growing and shrinking would stay resident. */
+#define UCT_SYNCMEM_REPLAY_MAP_MIN (16 * 1024)
+
+
+static void *uct_syncmem_replay_alloc(size_t size)
+{
+    void *p;
+
+    if (size < UCT_SYNCMEM_REPLAY_MAP_MIN) {
+        return ucs_malloc(size, "syncmem_replay");
+    }
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+             -1, 0);
+    return (p == MAP_FAILED) ? NULL : p;
+}
+
+static void uct_syncmem_replay_free(uct_syncmem_replay_ring_t *replay)
+{
+    size_t size = (replay->mask + 1u) * (size_t)replay->stride;
+
+    if (replay->ring == NULL) {
+        return;
+    } else if (size < UCT_SYNCMEM_REPLAY_MAP_MIN) {
+        ucs_free(replay->ring);
+    } else {
+        munmap(replay->ring, size);
+    }
+    replay->ring = NULL;
+}
 
 
 /* Entries of the largest ring: every request the send queue holds, and the
@@ -42,13 +74,13 @@ static ucs_status_t uct_syncmem_replay_resize(uct_syncmem_ep_t *ep,
                                                 uct_syncmem_iface_t);
     unsigned keep              = ucs_min(entries, ep->replay.mask + 1u);
     int old_limit              = uct_syncmem_ep_tx_limit(iface, ep);
-    uint8_t *ring, *old_ring   = ep->replay.ring;
+    uint8_t *ring;
     uint16_t sn;
     unsigned i;
 
     /* not zeroed: an entry is written before it is read, and pages a
      * ring never reaches are never touched */
-    ring = ucs_malloc(entries * ep->replay.stride, "syncmem_replay");
+    ring = uct_syncmem_replay_alloc(entries * (size_t)ep->replay.stride);
     if (ring == NULL) {
         ucs_error("syncmem: ep %p: no memory for a replay ring of %u"
                   " entries of %u bytes; lower UCX_SYNCMEM_TX_QUEUE_LEN or"
@@ -56,11 +88,12 @@ static ucs_status_t uct_syncmem_replay_resize(uct_syncmem_ep_t *ep,
                   ep, entries, ep->replay.stride);
         return UCS_ERR_NO_MEMORY;
     }
-    for (i = 0, sn = ep->tx.sn; (old_ring != NULL) && (i < keep); ++i, --sn) {
+    for (i = 0, sn = ep->tx.sn; (ep->replay.ring != NULL) && (i < keep);
+         ++i, --sn) {
         memcpy(ring + (sn & (entries - 1)) * ep->replay.stride,
                uct_syncmem_replay_entry(&ep->replay, sn), ep->replay.stride);
     }
-    ucs_free(old_ring);
+    uct_syncmem_replay_free(&ep->replay);
     ep->replay.ring   = ring;
     ep->replay.mask   = entries - 1;
     ep->tx.available += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
@@ -144,8 +177,7 @@ void uct_syncmem_replay_destroy_old_qp(uct_syncmem_ep_t *ep)
 void uct_syncmem_replay_ep_cleanup(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_replay_destroy_old_qp(ep);
-    ucs_free(ep->replay.ring);
-    ep->replay.ring = NULL;
+    uct_syncmem_replay_free(&ep->replay);
 }
 
 /*

@@ -162,11 +162,15 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
                 (uct_syncmem_ep_tx_outstanding(ep) == 0)) {
                 ep->wd.time = 0;
                 ep->wd.stall_time = 0;
-                if (ep->state == UCT_SYNCMEM_EP_CONNECTED) {
-                    uct_syncmem_replay_shrink(ep); /* idle: gives back */
+                /* idle at two checks in a row: gives its ring back */
+                if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
+                    (++ep->wd.idle_checks >= 2)) {
+                    uct_syncmem_replay_shrink(ep);
+                    ep->wd.idle_checks = 0;
                 }
                 continue;
             }
+            ep->wd.idle_checks = 0;
             if ((ep->wd.time == 0) || (ep->wd.sn != ep->tx.acked_sn)) {
                 if ((ep->wd.stalls != 0) &&
                     UCS_CIRCULAR_COMPARE16(ep->tx.acked_sn, >=,

@@ -15,14 +15,14 @@
  * process: the memory is that of both ends of each connection. Each N runs
  * in a child process of its own, so that what one N freed is not reused by
  * the next, and a crash or a hang costs one row. Per N:
- *  - rss_kb_per_ep: resident memory (/proc/self/statm) once every
+ *  - rss_kb_per_ep: resident memory (/proc/self/smaps_rollup) once every
  *    endpoint's first put completed, less that before the first endpoint
  *    was created, over N; rss_traffic_kb_per_ep: the same after the
  *    latency and rate phases (what is touched only as queues fill);
  *  - heap_kb_per_ep: what malloc handed out over the first span (mallinfo2:
  *    in use and mmapped, resident or not): the transport's, UCX's and the
- *    verbs provider's own allocations; the queues the kernel maps are in
- *    RSS only;
+ *    verbs provider's own allocations; the queues the kernel maps, and
+ *    syncmem's replay rings of 16 KiB or more (mapped), are in RSS only;
  *  - connect_ms: from the first uct_ep_create to the first put (put_short
  *    of 8 bytes and a flush) completed on every endpoint, all at once;
  *  - lat_med_us, lat_p99_us: put_short of 8 bytes and a flush to
@@ -63,20 +63,26 @@ double now_sec(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Resident and malloc'd kB of this process */
+/* Resident and malloc'd kB of this process. Resident as the kernel finds
+ * it walking the page tables (smaps_rollup): statm's counters are cached
+ * per thread and lag by up to 64 pages each, more than a few endpoints
+ * take. */
 static void scale_mem(double *rss, double *heap)
 {
     struct mallinfo2 mi = mallinfo2();
-    unsigned long size, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    double kb = NAN;
 
-    if ((f != NULL) && (fscanf(f, "%lu %lu", &size, &resident) != 2)) {
-        resident = 0;
+    while ((f != NULL) && (fgets(line, sizeof(line), f) != NULL)) {
+        if (sscanf(line, "Rss: %lf kB", &kb) == 1) {
+            break;
+        }
     }
     if (f != NULL) {
         fclose(f);
     }
-    *rss  = resident ? resident * (sysconf(_SC_PAGESIZE) / 1024.0) : NAN;
+    *rss  = kb;
     *heap = (mi.uordblks + mi.hblkhd) / 1024.0;
 }
 
