@@ -514,6 +514,9 @@ static int scale_child(const scale_opts_t *opts, unsigned n,
         s.comps[i].super.func = scale_comp_cb;
         s.comps[i].s          = &s;
     }
+    if (opts->flap_sec > 0) {
+        scale_flap_watch();
+    }
     rc = scale_setup(&s);
     if (rc == 0) {
         scale_mem(&rss0, &heap0);

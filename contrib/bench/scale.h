@@ -67,6 +67,7 @@ double now_sec(void);
 int scale_fail(scale_t *s, const char *fmt, ...);
 int scale_progress(scale_t *s, double start, const char *what, int counted);
 /* scale_flap.c: the stream; 0 when it ran (its verdict is in its output) */
+void scale_flap_watch(void);
 int scale_flap(scale_t *s);
 
 #endif

@@ -20,9 +20,10 @@
  *  corrupted  a slot that holds no put of its endpoint.
  * Prints, as faults.c does (contrib/harness/faults.py reads these lines):
  * "stall START END [open]" for every gap of more than 100 ms in which no
- * round completed anywhere, "streamed START END", "epgap I START END" (the
- * longest gap between two completed rounds of endpoint i: where its
- * recovery is read from), "event reconnect ..." (faults_events.h), and a
+ * round completed anywhere, "streamed START END", "epgap I [START END]..."
+ * (endpoint i's gaps of more than 100 ms between two completed rounds,
+ * the FLAP_GAPS longest: its recovery is read from the one the link's
+ * return falls in), "event reconnect ..." (faults_events.h), and a
  * last "result ..." line. Times are realtime seconds.
  */
 #include "scale.h"
@@ -36,6 +37,7 @@
 #include <unistd.h>
 
 #define FLAP_STALL_SEC 0.1
+#define FLAP_GAPS      8
 
 typedef struct flap_ep flap_ep_t;
 
@@ -55,7 +57,8 @@ struct flap_ep {
     uint64_t     fetched;
     uint64_t     last_ok;    /* the value of the last put known done */
     uint64_t     adds_ok, adds_failed, puts_ok, puts_failed;
-    double       last_done, gap_start, gap_end;
+    double       last_done;
+    double       gap[FLAP_GAPS][2]; /* (start, end), longest kept */
     flap_comp_t  add_comp, flush_comp;
 };
 
@@ -91,6 +94,23 @@ static void flap_comp_cb(uct_completion_t *self)
     --c->ep->pending;
 }
 
+/* A gap in e's rounds: kept if among the FLAP_GAPS longest */
+static void flap_gap(flap_ep_t *e, double start, double end)
+{
+    unsigned i, shortest = 0;
+
+    for (i = 1; i < FLAP_GAPS; ++i) {
+        if (e->gap[i][1] - e->gap[i][0] <
+            e->gap[shortest][1] - e->gap[shortest][0]) {
+            shortest = i;
+        }
+    }
+    if (end - start > e->gap[shortest][1] - e->gap[shortest][0]) {
+        e->gap[shortest][0] = start;
+        e->gap[shortest][1] = end;
+    }
+}
+
 /* The round of e is done: count it, check its fetch */
 static void flap_round_done(flap_t *f, flap_ep_t *e)
 {
@@ -117,9 +137,8 @@ static void flap_round_done(flap_t *f, flap_ep_t *e)
     if ((e->add_status != UCS_OK) || (e->flush_status != UCS_OK)) {
         e->dead = 1;
     }
-    if ((e->last_done > 0) && (now - e->last_done > e->gap_end - e->gap_start)) {
-        e->gap_start = e->last_done;
-        e->gap_end   = now;
+    if ((e->last_done > 0) && (now - e->last_done > FLAP_STALL_SEC)) {
+        flap_gap(e, e->last_done, now);
     }
     if (now - f->last_any > FLAP_STALL_SEC) {
         printf("stall %.6f %.6f\n", f->last_any, now);
@@ -200,16 +219,21 @@ static void flap_check(flap_t *f)
     }
 }
 
+/* From before the endpoints connect: their REQs sent again count too */
+void scale_flap_watch(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a child ends in _exit */
+    faults_events_watch();
+}
+
 int scale_flap(scale_t *s)
 {
     flap_t f = { .s = s };
     uint64_t puts_ok = 0, puts_failed = 0, adds_ok = 0, adds_failed = 0;
-    unsigned i, dead = 0;
+    unsigned i, k, dead = 0;
     double start, end, drain;
     int hang = 0, fd;
 
-    setvbuf(stdout, NULL, _IOLBF, 0); /* a child ends in _exit */
-    faults_events_watch();
     f.eps = calloc(s->n, sizeof(*f.eps));
     if (f.eps == NULL) {
         return scale_fail(s, "no memory for the stream");
@@ -257,8 +281,13 @@ int scale_flap(scale_t *s)
 
     flap_check(&f);
     for (i = 0; i < s->n; ++i) {
-        printf("epgap %u %.6f %.6f\n", i, f.eps[i].gap_start,
-               f.eps[i].gap_end);
+        printf("epgap %u", i);
+        for (k = 0; k < FLAP_GAPS; ++k) {
+            if (f.eps[i].gap[k][1] > 0) {
+                printf(" %.6f %.6f", f.eps[i].gap[k][0], f.eps[i].gap[k][1]);
+            }
+        }
+        printf("\n");
         puts_ok     += f.eps[i].puts_ok;
         puts_failed += f.eps[i].puts_failed;
         adds_ok     += f.eps[i].adds_ok;

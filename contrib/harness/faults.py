@@ -45,9 +45,10 @@ The processes' lines that count (contrib/harness/faults.c, faults_mpi.c):
   event reconnect unparsed ..., event cm unparsed ..., event watch
                               failed ...  (not counted: the row cannot be
                               measured)
-  epgap I START END           (scale -F, flap_Xs_nN rows) endpoint I's
-                              longest gap between two completed rounds:
-                              its recovery is from the link's return to END
+  epgap I [START END]...      (scale -F, flap_Xs_nN rows) endpoint I's
+                              longest gaps between two completed rounds:
+                              its recovery is from the link's return to the
+                              END of the gap that holds it
   pair N failed ...           (faults_mpi) a failed put + fetch-add pair
 Nothing else in their output is read.
 
@@ -197,7 +198,7 @@ class Output:
         self.failed_pairs = 0
         self.resends = []           # (tries, of) of a connect's REQ sent again
         self.reresends = []         # ms before the deadline of a reconnect's
-        self.epgaps = []            # (start, end): each endpoint's longest gap
+        self.epgaps = []            # each endpoint's gaps: [(start, end)]
         if not os.path.exists(path):
             return
         with open(path, errors="replace") as f:
@@ -232,8 +233,9 @@ class Output:
                 elif (w[:3] == ["event", "watch", "failed"] or
                       w[:2] == ["event", "cm"]):
                     self.unreadable.append(line.strip())
-                elif w[0] == "epgap" and len(w) == 4:
-                    self.epgaps.append((float(w[2]), float(w[3])))
+                elif w[0] == "epgap" and len(w) % 2 == 0:
+                    t = [float(x) for x in w[2:]]
+                    self.epgaps.append(list(zip(t[::2], t[1::2])))
                 elif w[0] == "pair" and "failed" in w:
                     self.failed_pairs += 1
 
@@ -481,9 +483,10 @@ def ep_recovery(sc, flog, out, stats, notes):
         return "-", ("not measured: %d of %d endpoints' gaps, %d flaps "
                      "recorded" % (len(out.epgaps), n, len(flog.faults)))
     _, f0, f1 = flog.faults[0]
-    rec = sorted((e1 - f1) * 1000 if e0 <= f1 <= e1 else 0.0
-                 for e0, e1 in out.epgaps)
-    calm = sum(1 for e0, e1 in out.epgaps if not e0 <= f1 <= e1)
+    held = [[(e1 - f1) * 1000 for e0, e1 in gaps if e0 <= f1 <= e1]
+            for gaps in out.epgaps]
+    rec = sorted(h[0] if h else 0.0 for h in held)
+    calm = sum(1 for h in held if not h)
     notes.append("%d endpoints: recovery median %s / p99 %s / max %s ms "
                  "from the link's return%s"
                  % (n, ms(rank(rec, 0.5)), ms(rank(rec, 0.99)), ms(rec[-1]),

@@ -557,7 +557,9 @@ TEST_P(syncmem_wire_atomics_test, atomics_the_peer_never_ran_run_once)
                                   {"RC_RETRY_COUNT", "2"},
                                   {"CM_TIMEOUT", "50ms"},
                                   {"RECONNECT_RESUME", "n"},
-                                  {"RECONNECT_TIMEOUT", "20s"}}));
+                                  {"RECONNECT_TIMEOUT", "20s"},
+                                  // nine posted with no progress between
+                                  {"TX_RING_MIN", "16"}}));
     if (released) {
         ASSERT_EQ(UCS_OK, open_iface(m_md1, "syncmem", m_dev1, &b,
                                      {{"KEEPALIVE_INTERVAL", "100ms"},
