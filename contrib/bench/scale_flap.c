@@ -137,7 +137,7 @@ static void flap_round_done(flap_t *f, flap_ep_t *e)
     if ((e->add_status != UCS_OK) || (e->flush_status != UCS_OK)) {
         e->dead = 1;
     }
-    if ((e->last_done > 0) && (now - e->last_done > FLAP_STALL_SEC)) {
+    if (now - e->last_done > FLAP_STALL_SEC) {
         flap_gap(e, e->last_done, now);
     }
     if (now - f->last_any > FLAP_STALL_SEC) {
@@ -248,6 +248,9 @@ int scale_flap(scale_t *s)
 
     start = f.last_any = real_sec();
     end   = start + s->opts->flap_sec;
+    for (i = 0; i < s->n; ++i) {
+        f.eps[i].last_done = start; /* a first round late is a gap too */
+    }
     if ((s->opts->flag != NULL) &&
         ((fd = open(s->opts->flag, O_CREAT | O_WRONLY, 0644)) >= 0)) {
         close(fd);

@@ -346,9 +346,10 @@ run_row() {
 
     if [[ $sc == *_n* ]]; then
         # N endpoints of one process's iface on rxe0 to a peer iface on
-        # rxe1, all streaming (contrib/bench/scale_flap.c); the reconnects
-        # of all of them take longer than one's
-        post=$((POST > 20 ? POST : 20)) spid=
+        # rxe1, all streaming (contrib/bench/scale_flap.c); 5 s for all of
+        # them to stream before the flap, and their reconnects take longer
+        # than one's
+        post=$((POST > 20 ? POST : 20)) pre_ms=5000 spid=
         env "${env[@]}" "$top/contrib/bench/scale" -t "${tl%%-*}" \
             -d rxe0:1 -D rxe1:1 -n "${sc##*_n}" -w 60 -f "$st/streaming" \
             -F "$(stream_secs $pre_ms $len_us "$post")" >"$log.client" 2>&1 &
