@@ -42,8 +42,8 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "above 1) before its replay ring grows: each costs 24 bytes plus\n"
      "TX_MAX_INLINE. The ring doubles while more are outstanding, up to\n"
      "TX_QUEUE_LEN, and an endpoint idle at two watchdog checks shrinks back.\n"
-     "A small ring asks for completions more often. Larger: fewer pauses\n"
-     "(UCS_ERR_NO_RESOURCE) while it grows; smaller: less memory per endpoint.",
+     "Larger: fewer pauses (UCS_ERR_NO_RESOURCE until the next progress grows\n"
+     "it) when traffic starts; smaller: less memory per endpoint.",
      ucs_offsetof(uct_syncmem_iface_config_t, tx_ring_min),
      UCS_CONFIG_TYPE_UINT},
 

@@ -100,10 +100,11 @@ static ucs_status_t uct_syncmem_replay_resize(uct_syncmem_ep_t *ep,
     return UCS_OK;
 }
 
-/* A ring starts small and doubles as more requests are outstanding (from
- * the slow path of a send that found no room), up to the send queue's
- * worth: it costs what is in flight. The fast path pays nothing for it:
- * room to send is tx.available, which counts the ring's room too. */
+/* A ring starts small and doubles as more requests are outstanding (at the
+ * progress after a send found it full, or when something waits for room:
+ * uct_syncmem_ep_tx_room), up to the send queue's worth: it costs what is
+ * in flight. The fast path pays nothing for it: room to send is
+ * tx.available, which counts the ring's room too. */
 ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
