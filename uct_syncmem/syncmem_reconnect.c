@@ -585,3 +585,11 @@ unsigned uct_syncmem_ep_reconnects(uct_ep_h tl_ep)
 {
     return ucs_derived_of(tl_ep, uct_syncmem_ep_t)->cm.gen;
 }
+
+void uct_syncmem_ep_tx_sns(uct_ep_h tl_ep, uint16_t *sn_p, uint16_t *acked_sn_p)
+{
+    uct_syncmem_ep_t *ep = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+
+    *sn_p       = ep->tx.sn;
+    *acked_sn_p = ep->tx.acked_sn;
+}

@@ -341,7 +341,8 @@ TEST_F(syncmem_fault_test, fault_qp_error_timer_breaks_and_recovers)
 }
 
 // count fetch-adds of 1 on a counter, with ep's QP forced to the error
-// state every 50 of them; what they fetched and how they completed.
+// state every 50 of them (inject_qp_error); what they fetched and how
+// they completed.
 struct fetch_adds {
     std::vector<uint64_t> results;
     int                   ok = 0, reset = 0, other = 0;
@@ -363,8 +364,32 @@ static void fetch_add_done(uct_completion_t *c)
 
 class syncmem_fault_amo_test : public syncmem_fault_test {
 protected:
+    // Forces ep's QP to the error state once every request posted before
+    // the last time (*sn: the last then) has completed, so that each time
+    // fails a later request: one failing again right after its resume
+    // gets a new QP (syncmem_reconnect.c), and these tests count on
+    // resumes.
+    void inject_qp_error(uct_ep_h ep, int *injected, uint16_t *sn) {
+        uint16_t posted, acked;
+
+        uct_syncmem_ep_tx_sns(ep, &posted, &acked);
+        for (long n = 0; *injected && ((int16_t)(acked - *sn) < 0) &&
+                         (n < 1000000); ++n) {
+            progress();
+            uct_syncmem_ep_tx_sns(ep, &posted, &acked);
+        }
+        ASSERT_TRUE(!*injected || ((int16_t)(acked - *sn) >= 0))
+                << "request " << *sn << " never completed (last "
+                << acked << ")";
+        *injected = 1;
+        *sn       = posted;
+        ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(ep));
+    }
+
     void run(uct_ep_h ep, buffer *counter, int count, fetch_adds &f) {
         std::vector<fetch_add_comp> comps(count);
+        int injected = 0;
+        uint16_t sn  = 0;
 
         f.results.assign(count, 0);
         for (int i = 0; i < count; ++i) {
@@ -382,7 +407,7 @@ protected:
                 ASSERT_EQ(UCS_INPROGRESS, status);
             }
             if ((i % 50) == 10) {
-                ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(ep));
+                ASSERT_NO_FATAL_FAILURE(inject_qp_error(ep, &injected, &sn));
             }
         }
         f.flush = flush_wait(ep);
@@ -396,6 +421,9 @@ protected:
 
     // count posted adds of 1, with ep's QP forced to error every 50
     void post_adds(uct_ep_h ep, buffer *counter, uint64_t count) {
+        int injected = 0;
+        uint16_t sn  = 0;
+
         for (uint64_t i = 0; i < count; ++i) {
             ASSERT_EQ(UCS_OK, retry([&] {
                 return uct_ep_atomic64_post(ep, UCT_ATOMIC_OP_ADD, 1,
@@ -403,7 +431,7 @@ protected:
                                             counter->rkey.rkey);
             })) << i;
             if ((i % 50) == 10) {
-                ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(ep));
+                ASSERT_NO_FATAL_FAILURE(inject_qp_error(ep, &injected, &sn));
             }
         }
     }
