@@ -316,8 +316,8 @@ uct_syncmem_ep_am_short_inl(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_send_wr *wr     = &ep->inl_am.wr;
-    struct ibv_sge *sge        = ep->inl_am.sge;
+    struct ibv_send_wr *wr     = &iface->inl_am.wr;
+    struct ibv_sge *sge        = iface->inl_am.sge;
     uct_syncmem_replay_t *e;
     ucs_status_t status;
     unsigned sn; /* truncated to 16 bits where kept */

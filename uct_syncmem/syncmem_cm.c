@@ -66,14 +66,6 @@ _Static_assert(UCT_SYNCMEM_CM_GRH_LEN + sizeof(uct_syncmem_cm_msg_t) <=
                UCT_SYNCMEM_CM_SLOT, "CM message does not fit its slot");
 
 
-/* An address handle that a posted send may still use; freed once the CM
- * QP has no sends in flight. */
-typedef struct uct_syncmem_cm_retired_ah {
-    struct uct_syncmem_cm_retired_ah *next;
-    struct ibv_ah                    *ah;
-} uct_syncmem_cm_retired_ah_t;
-
-
 static void *uct_syncmem_cm_slot(uct_syncmem_iface_t *iface, unsigned slot)
 {
     return UCS_PTR_BYTE_OFFSET(iface->cm.bufs, slot * UCT_SYNCMEM_CM_SLOT);
@@ -103,11 +95,13 @@ static ucs_status_t uct_syncmem_cm_post_recv(uct_syncmem_iface_t *iface,
     return UCS_OK;
 }
 
-static void uct_syncmem_cm_send(uct_syncmem_iface_t *iface, struct ibv_ah *ah,
-                                uint32_t qpn, const uct_syncmem_cm_msg_t *msg)
+static void uct_syncmem_cm_send(uct_syncmem_iface_t *iface,
+                                const uct_syncmem_port_t *peer, uint32_t qpn,
+                                const uct_syncmem_cm_msg_t *msg)
 {
     struct ibv_send_wr wr = {}, *bad_wr;
     struct ibv_sge sge;
+    struct ibv_ah *ah;
     unsigned slot;
     int ret;
 
@@ -115,6 +109,10 @@ static void uct_syncmem_cm_send(uct_syncmem_iface_t *iface, struct ibv_ah *ah,
         ucs_debug("syncmem: CM send queue full, message %u dropped (it is"
                   " retransmitted)", msg->type);
         return;
+    }
+    ah = uct_syncmem_ah_get(iface, peer);
+    if (ah == NULL) {
+        return; /* retransmitted, and the AH tried again */
     }
 
     slot = UCT_SYNCMEM_CM_RECVS +
@@ -141,30 +139,6 @@ static void uct_syncmem_cm_send(uct_syncmem_iface_t *iface, struct ibv_ah *ah,
     ++iface->cm.sends_posted;
 }
 
-static void uct_syncmem_cm_retire_ah(uct_syncmem_iface_t *iface,
-                                     struct ibv_ah *ah)
-{
-    uct_syncmem_cm_retired_ah_t *r = ucs_malloc(sizeof(*r), "syncmem_ah");
-
-    if (r == NULL) {
-        return; /* leak one AH rather than free one a send may still use */
-    }
-    r->ah               = ah;
-    r->next             = iface->cm.retired;
-    iface->cm.retired   = r;
-}
-
-static void uct_syncmem_cm_free_retired(uct_syncmem_iface_t *iface)
-{
-    uct_syncmem_cm_retired_ah_t *r;
-
-    while ((r = iface->cm.retired) != NULL) {
-        iface->cm.retired = r->next;
-        ibv_destroy_ah(r->ah);
-        ucs_free(r);
-    }
-}
-
 /*
  * Sends REQ, and arms its retransmission. On RoCE the address handle needs
  * the peer's MAC address, which the kernel resolves (ARP/ND) and may fail to
@@ -177,15 +151,10 @@ void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep)
     uct_syncmem_cm_msg_t msg;
 
     ep->cm.next_retry = ucs_get_time() + iface->config.cm_timeout;
-    if ((ep->cm.ah == NULL) &&
-        (uct_syncmem_ah_create(iface, &ep->cm.peer, &ep->cm.ah) != UCS_OK)) {
-        return;
-    }
-
     uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REQ, ep->cm.peer_iface_id,
                             ep->cm.conn_id, ep->cm.gen, ep->qp->qp_num, &msg);
     msg.flags = ep->reconnect.resume ? UCT_SYNCMEM_CM_F_RESUME : 0;
-    uct_syncmem_cm_send(iface, ep->cm.ah, ep->cm.peer_cm_qpn, &msg);
+    uct_syncmem_cm_send(iface, &ep->cm.peer, ep->cm.peer_cm_qpn, &msg);
 }
 
 /* Called with the async lock held, the endpoint already in iface->eps. */
@@ -194,7 +163,6 @@ ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep)
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
 
-    ep->cm.ah           = NULL;
     ep->cm.conn_id      = ++iface->cm.next_conn_id;
     ep->cm.retries_left = iface->config.cm_retries;
     ep->cm.rep          = UCT_SYNCMEM_CM_REP_NONE;
@@ -218,14 +186,13 @@ void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep)
                                                 uct_syncmem_iface_t);
     uct_syncmem_cm_msg_t msg;
 
-    if (ep->cm.ah != NULL) {
-        /* A lost DREQ leaves the passive QP until the peer iface closes. */
+    /* No AH: no REQ went out, the peer holds nothing. A lost DREQ leaves
+     * the passive QP until the keepalive finds it gone. */
+    if (uct_syncmem_ah_find(iface, &ep->cm.peer) != NULL) {
         uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_DREQ,
                                 ep->cm.peer_iface_id, ep->cm.conn_id,
                                 ep->cm.gen, 0, &msg);
-        uct_syncmem_cm_send(iface, ep->cm.ah, ep->cm.peer_cm_qpn, &msg);
-        uct_syncmem_cm_retire_ah(iface, ep->cm.ah);
-        ep->cm.ah = NULL;
+        uct_syncmem_cm_send(iface, &ep->cm.peer, ep->cm.peer_cm_qpn, &msg);
     }
 }
 
@@ -235,12 +202,12 @@ static void uct_syncmem_cm_passive_destroy(uct_syncmem_iface_t *iface,
 {
     uct_syncmem_cm_passive_remove(iface, p, keep);
     ibv_destroy_qp(p->qp);
-    uct_syncmem_cm_retire_ah(iface, p->ah);
     ucs_free(p);
 }
 
 static void uct_syncmem_cm_send_rep(uct_syncmem_iface_t *iface,
-                                    uct_syncmem_cm_passive_t *p)
+                                    uct_syncmem_cm_passive_t *p,
+                                    const uct_syncmem_port_t *peer)
 {
     uct_syncmem_cm_msg_t rep;
 
@@ -250,7 +217,7 @@ static void uct_syncmem_cm_send_rep(uct_syncmem_iface_t *iface,
                      p->stopped ? UCT_SYNCMEM_CM_F_RQ_PSN : 0;
     rep.old_qpn    = p->old_qpn;
     rep.old_rq_psn = p->old_rq_psn;
-    uct_syncmem_cm_send(iface, p->ah, p->peer_cm_qpn, &rep);
+    uct_syncmem_cm_send(iface, peer, p->peer_cm_qpn, &rep);
 }
 
 /* A passive RC QP connected to the initiator's QP rc_qpn. */
@@ -294,7 +261,7 @@ static void uct_syncmem_cm_passive_replace(uct_syncmem_iface_t *iface,
         p->gen     = msg->gen;
         p->resumed = 1;
         p->stopped = 0;
-        uct_syncmem_cm_send_rep(iface, p);
+        uct_syncmem_cm_send_rep(iface, p, peer);
         return;
     }
 
@@ -313,7 +280,7 @@ static void uct_syncmem_cm_passive_replace(uct_syncmem_iface_t *iface,
     p->old_rq_psn = rq_psn;
     ibv_destroy_qp(p->qp);
     p->qp = qp;
-    uct_syncmem_cm_send_rep(iface, p);
+    uct_syncmem_cm_send_rep(iface, p, peer);
 }
 
 static void uct_syncmem_cm_accept(uct_syncmem_iface_t *iface,
@@ -322,26 +289,25 @@ static void uct_syncmem_cm_accept(uct_syncmem_iface_t *iface,
 {
     uct_syncmem_cm_passive_t *p;
 
+    /* the REP needs it: no QP held for a peer that cannot be answered */
+    if (uct_syncmem_ah_get(iface, peer) == NULL) {
+        return; /* the initiator retransmits */
+    }
     p = ucs_calloc(1, sizeof(*p), "syncmem_passive");
     if (p == NULL) {
-        return; /* the initiator retransmits */
+        return;
     }
     if (uct_syncmem_cm_passive_qp(iface, peer, msg->rc_qpn, &p->qp) != UCS_OK) {
         goto err_free;
-    }
-    if (uct_syncmem_ah_create(iface, peer, &p->ah) != UCS_OK) {
-        goto err_qp;
     }
     p->qpn = p->qp->qp_num;
     uct_syncmem_cm_passive_insert(iface, p, msg);
     ucs_debug("syncmem: iface 0x%" PRIx64 " accepted connection %" PRIu64
               " from iface 0x%" PRIx64 ": QP 0x%x <-> 0x%x", iface->id,
               msg->conn_id, msg->src_iface_id, p->qpn, msg->rc_qpn);
-    uct_syncmem_cm_send_rep(iface, p);
+    uct_syncmem_cm_send_rep(iface, p, peer);
     return;
 
-err_qp:
-    ibv_destroy_qp(p->qp);
 err_free:
     ucs_free(p);
 }
@@ -407,7 +373,7 @@ static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
         }
         break;
     case UCT_SYNCMEM_CM_ANSWER:
-        uct_syncmem_cm_send_rep(iface, p);
+        uct_syncmem_cm_send_rep(iface, p, &peer);
         break;
     case UCT_SYNCMEM_CM_REPLACE:
         uct_syncmem_cm_passive_replace(iface, p, &msg, &peer);
@@ -558,9 +524,6 @@ static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
     if (failed) {
         uct_syncmem_cm_qp_recover(iface);
     }
-    if ((iface->cm.sends_posted == 0) && (iface->cm.retired != NULL)) {
-        uct_syncmem_cm_free_retired(iface);
-    }
     uct_syncmem_cm_drops_report(iface);
 }
 
@@ -573,7 +536,7 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
     ucs_status_t status;
 
     ucs_list_head_init(&iface->cm.passive);
-    iface->cm.retired      = NULL;
+    kh_init_inplace(uct_syncmem_ahs, &iface->cm.ahs);
     iface->cm.send_head    = 0;
     iface->cm.sends_posted = 0;
     iface->cm.connecting   = 0;
@@ -695,9 +658,9 @@ void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
         uct_syncmem_cm_passive_destroy(iface, p, 0);
     }
     uct_syncmem_cm_tombs_free(iface);
-    /* destroying the QP ends its sends, so retired AHs are free to go */
+    /* destroying the QP ends its sends, so the AHs are free to go */
     ibv_destroy_qp(iface->cm.qp);
-    uct_syncmem_cm_free_retired(iface);
+    uct_syncmem_ahs_cleanup(iface);
     ibv_dereg_mr(iface->cm.mr);
     ucs_free(iface->cm.bufs);
     ibv_destroy_cq(iface->cm.cq);
@@ -711,6 +674,17 @@ unsigned uct_syncmem_iface_num_passive(uct_iface_h tl_iface)
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     count = ucs_list_length(&iface->cm.passive);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return count;
+}
+
+unsigned uct_syncmem_iface_num_ahs(uct_iface_h tl_iface)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
+    unsigned count;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    count = kh_size(&iface->cm.ahs);
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return count;
 }

@@ -11,6 +11,28 @@
 #include "syncmem.h"
 #include "syncmem_addr.h"
 
+/* The address handles of an iface's handshake messages, one per peer port
+ * (syncmem_qp.c): every connection to one host shares it. */
+typedef struct uct_syncmem_ah_key {
+    union ibv_gid gid;
+    uint16_t      lid;
+} uct_syncmem_ah_key_t;
+
+static inline khint32_t uct_syncmem_ah_key_hash(uct_syncmem_ah_key_t key)
+{
+    return kh_int64_hash_func(key.gid.global.subnet_prefix ^
+                              key.gid.global.interface_id ^ key.lid);
+}
+
+static inline int uct_syncmem_ah_key_equal(uct_syncmem_ah_key_t a,
+                                           uct_syncmem_ah_key_t b)
+{
+    return (a.lid == b.lid) && !memcmp(&a.gid, &b.gid, sizeof(a.gid));
+}
+
+KHASH_INIT(uct_syncmem_ahs, uct_syncmem_ah_key_t, struct ibv_ah*, 1,
+           uct_syncmem_ah_key_hash, uct_syncmem_ah_key_equal)
+
 /* Handshake state of an iface; see syncmem_cm.c. */
 typedef struct uct_syncmem_cm {
     struct ibv_comp_channel *channel; /* wakes the async handler */
@@ -25,7 +47,9 @@ typedef struct uct_syncmem_cm {
     ucs_list_link_t  passive;        /* uct_syncmem_cm_passive_t */
     int              keepalive_id;   /* async timer; -1: none */
     unsigned         probes_posted;  /* keepalive writes in flight */
-    struct uct_syncmem_cm_retired_ah *retired;
+    khash_t(uct_syncmem_ahs) ahs;    /* kept while the iface lives, so
+                                        that no send in flight outlives
+                                        its AH */
     struct uct_syncmem_cm_tomb *tombs; /* passive QPs the keepalive freed */
     unsigned         num_tombs;
     unsigned         half_open;      /* passive, no keepalive answered yet */
@@ -100,7 +124,6 @@ typedef struct uct_syncmem_cm_passive {
     uint32_t        old_qpn;
     uint32_t        old_rq_psn;  /* ...this PSN: its REP says so */
     struct ibv_qp   *qp;
-    struct ibv_ah   *ah;
 } uct_syncmem_cm_passive_t;
 
 /* A passive QP the keepalive released: a reconnect may still come for it,

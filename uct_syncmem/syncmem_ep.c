@@ -17,17 +17,6 @@
 #include <string.h>
 
 
-static void uct_syncmem_ep_inline_wr_init(struct ibv_send_wr *wr,
-                                          struct ibv_sge *sge, int num_sge,
-                                          enum ibv_wr_opcode opcode)
-{
-    memset(wr, 0, sizeof(*wr));
-    memset(sge, 0, sizeof(*sge) * num_sge);
-    wr->opcode  = opcode;
-    wr->sg_list = sge;
-    wr->num_sge = num_sge;
-}
-
 static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(params->iface,
@@ -62,7 +51,6 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     iface_addr             = (const uct_syncmem_iface_addr_t*)params->iface_addr;
     self->cm.peer_iface_id = iface_addr->id;
     self->cm.peer_cm_qpn   = iface_addr->cm_qpn;
-    self->cm.ah            = NULL;
     self->state            = UCT_SYNCMEM_EP_CONNECTING; /* the first state */
     self->status           = UCS_OK;
     self->fence            = 0;
@@ -71,10 +59,6 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     self->tx.acked_sn      = 0;
     self->tx.signaled_sn   = 0;
     self->tx.rung_sn       = 0;
-    uct_syncmem_ep_inline_wr_init(&self->inl_put.wr, self->inl_put.sge, 1,
-                                  IBV_WR_RDMA_WRITE);
-    uct_syncmem_ep_inline_wr_init(&self->inl_am.wr, self->inl_am.sge, 2,
-                                  IBV_WR_SEND_WITH_IMM);
     self->cm.gen           = 0;
     ucs_list_head_init(&self->db_list);
     ucs_queue_head_init(&self->tx.outstanding);

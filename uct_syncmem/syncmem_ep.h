@@ -54,7 +54,6 @@ struct uct_syncmem_ep {
         uint64_t         peer_iface_id;
         uint32_t         peer_cm_qpn;
         uct_syncmem_port_t peer;        /* the peer's port, unpacked */
-        struct ibv_ah    *ah;           /* to the peer's CM QP */
         ucs_time_t       next_retry;
         unsigned         retries_left;
         uint32_t         peer_rc_qpn;   /* from the REP */
@@ -65,13 +64,6 @@ struct uct_syncmem_ep {
         volatile uint8_t rep;           /* UCT_SYNCMEM_CM_REP_*: set by the
                                            async handler, taken by progress */
     } cm;
-    /* Work requests of put_short and am_short, filled once: each call only
-     * sets what changes. In the endpoint, so that the fast path needs no
-     * other pointer after its calls. */
-    struct {
-        struct ibv_send_wr wr;
-        struct ibv_sge     sge[2];
-    } inl_put, inl_am;
     struct ibv_send_wr   *bad_wr;       /* ibv_post_send's, never read */
 };
 

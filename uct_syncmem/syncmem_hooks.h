@@ -16,8 +16,10 @@ unsigned uct_syncmem_ep_reconnects(uct_ep_h ep);
 /* The sequence numbers of ep's last request posted and last completed. */
 void uct_syncmem_ep_tx_sns(uct_ep_h ep, uint16_t *sn_p, uint16_t *acked_sn_p);
 
-/* syncmem_cm.c: connections this iface accepted and still holds */
+/* syncmem_cm.c: connections this iface accepted and still holds; the
+ * address handles its handshake made (one a peer port) */
 unsigned uct_syncmem_iface_num_passive(uct_iface_h iface);
+unsigned uct_syncmem_iface_num_ahs(uct_iface_h iface);
 
 /* syncmem_rcache.c: the counters of md's cache; UNSUPPORTED without one */
 ucs_status_t uct_syncmem_md_rcache_counters(uct_md_h md,

@@ -472,6 +472,17 @@ static uct_iface_internal_ops_t uct_syncmem_iface_internal_ops = {
 #  define UCT_SYNCMEM_IFACE_INTERNAL_OPS (&uct_base_iface_internal_ops)
 #endif
 
+static void uct_syncmem_iface_inline_wr_init(struct ibv_send_wr *wr,
+                                             struct ibv_sge *sge, int num_sge,
+                                             enum ibv_wr_opcode opcode)
+{
+    memset(wr, 0, sizeof(*wr));
+    memset(sge, 0, sizeof(*sge) * num_sge);
+    wr->opcode  = opcode;
+    wr->sg_list = sge;
+    wr->num_sge = num_sge;
+}
+
 static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
                            uct_worker_h worker,
                            const uct_iface_params_t *params,
@@ -568,6 +579,10 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
                                                UCT_SYNCMEM_VERIFY_NONE));
     ucs_list_head_init(&self->eps);
     ucs_list_head_init(&self->db_eps);
+    uct_syncmem_iface_inline_wr_init(&self->inl_put.wr, self->inl_put.sge, 1,
+                                     IBV_WR_RDMA_WRITE);
+    uct_syncmem_iface_inline_wr_init(&self->inl_am.wr, self->inl_am.sge, 2,
+                                     IBV_WR_SEND_WITH_IMM);
     self->armed = 0;
     self->db_quiet = 1;
     kh_init_inplace(uct_syncmem_qp_eps, &self->qp_eps);

@@ -164,6 +164,14 @@ struct uct_syncmem_iface {
         uct_syncmem_rx_link_t *links;   /* from the async context */
         volatile int    have_links;
     } rx;
+    /* Work requests of put_short and am_short, filled once: each call only
+     * sets what changes. One for every endpoint (it holds nothing of one
+     * after the call), so that an endpoint does not carry 320 bytes of
+     * them. */
+    struct {
+        struct ibv_send_wr wr;
+        struct ibv_sge     sge[2];
+    } inl_put, inl_am;
     uct_syncmem_ep_t   *dispatching; /* endpoint whose pending queue runs */
     uct_syncmem_cm_t   cm;
     struct {

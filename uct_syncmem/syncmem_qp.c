@@ -247,21 +247,72 @@ ucs_status_t uct_syncmem_qp_stop(struct ibv_qp *qp, uint32_t *rq_psn_p)
     return UCS_OK;
 }
 
-ucs_status_t uct_syncmem_ah_create(uct_syncmem_iface_t *iface,
-                                   const uct_syncmem_port_t *peer,
-                                   struct ibv_ah **ah_p)
+static uct_syncmem_ah_key_t uct_syncmem_ah_key(const uct_syncmem_port_t *peer)
+{
+    uct_syncmem_ah_key_t key;
+
+    memset(&key, 0, sizeof(key));
+    key.gid = peer->gid;
+    key.lid = peer->lid;
+    return key;
+}
+
+struct ibv_ah *uct_syncmem_ah_find(uct_syncmem_iface_t *iface,
+                                   const uct_syncmem_port_t *peer)
+{
+    khiter_t it = kh_get(uct_syncmem_ahs, &iface->cm.ahs,
+                         uct_syncmem_ah_key(peer));
+
+    return (it == kh_end(&iface->cm.ahs)) ? NULL :
+           kh_value(&iface->cm.ahs, it);
+}
+
+/* Connections to one host share an AH, as UCX's own verbs transports do:
+ * one ibv_create_ah (a system call on most providers) a host, not two a
+ * connection, and no per-connection memory. On RoCE it holds the peer's
+ * MAC address as resolved then, as an AH made for each connection would
+ * for that connection's whole life. */
+struct ibv_ah *uct_syncmem_ah_get(uct_syncmem_iface_t *iface,
+                                  const uct_syncmem_port_t *peer)
 {
     uct_syncmem_md_t *md = ucs_derived_of(iface->super.md, uct_syncmem_md_t);
     struct ibv_ah_attr attr;
+    struct ibv_ah *ah;
+    khiter_t it;
+    int ret;
+
+    ah = uct_syncmem_ah_find(iface, peer);
+    if (ah != NULL) {
+        return ah;
+    }
 
     uct_syncmem_ah_attr_init(iface, peer, &attr);
-    *ah_p = ibv_create_ah(md->pd, &attr);
-    if (*ah_p == NULL) {
+    ah = ibv_create_ah(md->pd, &attr);
+    if (ah == NULL) {
         ucs_diag("syncmem: ibv_create_ah on %s:%u failed: %m; is the peer's"
                  " address routable from here?", md->name, iface->port.num);
-        return UCS_ERR_UNREACHABLE;
+        return NULL;
     }
-    return UCS_OK;
+    it = kh_put(uct_syncmem_ahs, &iface->cm.ahs, uct_syncmem_ah_key(peer),
+                &ret);
+    if (ret < 0) {
+        ucs_diag("syncmem: no memory for an address handle of %s:%u",
+                 md->name, iface->port.num);
+        ibv_destroy_ah(ah);
+        return NULL;
+    }
+    kh_value(&iface->cm.ahs, it) = ah;
+    return ah;
+}
+
+void uct_syncmem_ahs_cleanup(uct_syncmem_iface_t *iface)
+{
+    struct ibv_ah *ah;
+
+    kh_foreach_value(&iface->cm.ahs, ah, {
+        ibv_destroy_ah(ah);
+    })
+    kh_destroy_inplace(uct_syncmem_ahs, &iface->cm.ahs);
 }
 
 /* What a failed work completion means to the user of the endpoint. */

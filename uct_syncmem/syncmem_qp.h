@@ -32,9 +32,15 @@ enum ibv_qp_state uct_syncmem_qp_query(struct ibv_qp *qp, uint32_t *rq_psn_p);
 ucs_status_t uct_syncmem_qp_stop(struct ibv_qp *qp, uint32_t *rq_psn_p);
 enum ibv_mtu uct_syncmem_qp_path_mtu(uct_syncmem_iface_t *iface,
                                      const uct_syncmem_port_t *peer);
-ucs_status_t uct_syncmem_ah_create(uct_syncmem_iface_t *iface,
-                                   const uct_syncmem_port_t *peer,
-                                   struct ibv_ah **ah_p);
+/* The iface's address handle to peer's port, made the first time (NULL,
+ * logged, if it cannot be: retried with the next message); _find never
+ * makes one. All go with the iface (uct_syncmem_ahs_cleanup), after its
+ * CM QP. */
+struct ibv_ah *uct_syncmem_ah_get(uct_syncmem_iface_t *iface,
+                                  const uct_syncmem_port_t *peer);
+struct ibv_ah *uct_syncmem_ah_find(uct_syncmem_iface_t *iface,
+                                   const uct_syncmem_port_t *peer);
+void uct_syncmem_ahs_cleanup(uct_syncmem_iface_t *iface);
 ucs_status_t uct_syncmem_wc_status(enum ibv_wc_status status);
 /* What to check when a work completion has this status (one line, naming
  * the UCX_SYNCMEM_* setting where one helps); never NULL */

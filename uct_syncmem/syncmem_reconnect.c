@@ -357,7 +357,8 @@ static void uct_syncmem_ep_log_timeout(uct_syncmem_ep_t *ep, uint8_t from,
     if (from == UCT_SYNCMEM_EP_CONNECTING) {
         ucs_diag("syncmem: ep %p: no answer from iface 0x%" PRIx64 " after %u"
                  " tries; %s", ep, ep->cm.peer_iface_id,
-                 iface->config.cm_retries + 1, (ep->cm.ah == NULL) ?
+                 iface->config.cm_retries + 1,
+                 (uct_syncmem_ah_find(iface, &ep->cm.peer) == NULL) ?
                  "the peer's address never resolved (ARP/ND): is it on a"
                  " reachable network?" : "is the peer process alive?");
         return;

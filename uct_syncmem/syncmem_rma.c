@@ -31,7 +31,7 @@ uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_send_wr *wr     = &ep->inl_put.wr;
+    struct ibv_send_wr *wr     = &iface->inl_put.wr;
     uct_syncmem_replay_t *e;
     ucs_status_t status;
     unsigned sn; /* truncated to 16 bits where kept */
@@ -49,11 +49,11 @@ uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
                                                            sn);
     wr->wr.rdma.remote_addr      = remote_addr;
     wr->wr.rdma.rkey             = (uint32_t)rkey;
-    ep->inl_put.sge[0].length = length;
+    iface->inl_put.sge[0].length = length;
     UCT_TL_EP_STAT_OP(&ep->super, PUT, SHORT, length);
     if (!ring) {
         /* inline: the CPU copies the data, no lkey needed */
-        ep->inl_put.sge[0].addr = (uintptr_t)buffer;
+        iface->inl_put.sge[0].addr = (uintptr_t)buffer;
     } else {
         /* the one copy a replay needs; the request is posted from it */
         e                          = uct_syncmem_replay_inline(ep, sn,
@@ -61,14 +61,15 @@ uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
                                                     wr->send_flags, length);
         e->remote_addr             = remote_addr;
         e->rkey                    = rkey;
-        ep->inl_put.sge[0].addr = (uintptr_t)e->data;
+        iface->inl_put.sge[0].addr = (uintptr_t)e->data;
         if (ucs_likely(length != 0)) { /* an empty put may have no buffer */
             memcpy(e->data, buffer, length);
         }
-        UCT_SYNCMEM_RELOAD(ep);
+        UCT_SYNCMEM_RELOAD(iface);
     }
     uct_syncmem_ep_tx_take(iface, ep, sn);
-    return uct_syncmem_ep_post_wr(iface, ep, &ep->inl_put.wr, NULL, sn, batch);
+    return uct_syncmem_ep_post_wr(iface, ep, &iface->inl_put.wr, NULL, sn,
+                                  batch);
 }
 
 ucs_status_t uct_syncmem_ep_put_short(uct_ep_h tl_ep, const void *buffer,

@@ -2,6 +2,10 @@
 // Put, get, flush and pending on real RC QPs between two ifaces.
 #include "syncmem_rma_test.h"
 
+extern "C" {
+#include "uct_syncmem/syncmem_hooks.h"
+}
+
 #include <cstring>
 
 static void fill_pattern(uint8_t *p, size_t n, unsigned seed)
@@ -546,4 +550,29 @@ TEST_F(syncmem_rma_test, many_endpoints_never_starve_the_send_cq)
     for (unsigned i = 0; i < num_eps; ++i) {
         EXPECT_EQ(rounds, words[i]) << "ep " << i;
     } // the fixture destroys the endpoints and the iface
+}
+
+// The handshake messages of every connection between two hosts go through
+// one address handle on each side, however many connect: none made or held
+// per connection.
+TEST_F(syncmem_rma_test, connections_to_one_host_share_an_address_handle)
+{
+    const unsigned num_eps = 8;
+    uct_iface_h iface;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface));
+    EXPECT_EQ(0u, uct_syncmem_iface_num_ahs(iface));
+    buffer *dst = alloc(num_eps * 8, 0);
+    uint64_t *words = reinterpret_cast<uint64_t*>(dst->data.data());
+    for (uint64_t i = 0; i < num_eps; ++i) {
+        uct_ep_h ep = connect(iface, m_receiver);
+        ASSERT_NE(nullptr, ep);
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_put_short(ep, &i, sizeof(i), (uintptr_t)&words[i],
+                                    dst->rkey.rkey);
+        }));
+        flush(ep);
+        EXPECT_EQ(i, words[i]) << "ep " << i;
+    }
+    EXPECT_EQ(1u, uct_syncmem_iface_num_ahs(iface));
+    EXPECT_EQ(1u, uct_syncmem_iface_num_ahs(m_receiver));
 }
