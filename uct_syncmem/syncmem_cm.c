@@ -58,9 +58,13 @@
 #include <string.h>
 
 #define UCT_SYNCMEM_CM_QKEY     0x53594e43u /* "SYNC" */
-#define UCT_SYNCMEM_CM_RECVS    64
-#define UCT_SYNCMEM_CM_SENDS    16
-#define UCT_SYNCMEM_CM_PROBES   32          /* keepalive writes in flight */
+/* Sized for a connection storm: an initiator sends the REQs of all the
+ * endpoints it creates at once (a send slot each), the target takes them
+ * in (a receive slot each) and probes the half-open connections they make
+ * (the default CM_MAX_HALF_OPEN), to make room for more. */
+#define UCT_SYNCMEM_CM_RECVS    256
+#define UCT_SYNCMEM_CM_SENDS    128
+#define UCT_SYNCMEM_CM_PROBES   256         /* keepalive writes in flight */
 
 _Static_assert(UCT_SYNCMEM_CM_GRH_LEN + sizeof(uct_syncmem_cm_msg_t) <=
                UCT_SYNCMEM_CM_SLOT, "CM message does not fit its slot");
@@ -345,41 +349,33 @@ static void uct_syncmem_cm_keepalive(int id, ucs_event_set_types_t events,
     uct_syncmem_cm_probe(arg, 0);
 }
 
-/* Async context: one received message (buf after the GRH). */
-static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
-                                      const void *buf, uint32_t byte_len,
-                                      uint32_t src_qp)
+/* Async context: does what a message asks; 0 if it is a REQ refused for
+ * lack of room (left to the caller). */
+static int uct_syncmem_cm_act(uct_syncmem_iface_t *iface,
+                              const uct_syncmem_cm_msg_t *msg,
+                              const uct_syncmem_port_t *peer)
 {
     uct_syncmem_cm_passive_t *p;
-    uct_syncmem_cm_msg_t msg;
-    uct_syncmem_port_t peer;
     uct_syncmem_ep_t *ep;
 
-    if (uct_syncmem_cm_msg_parse(iface, buf, byte_len, src_qp, &msg,
-                                 &peer) != UCS_OK) {
-        ++iface->cm.dropped;
-        return;
-    }
-
-    switch (uct_syncmem_cm_decide(iface, &msg, &p, &ep)) {
+    switch (uct_syncmem_cm_decide(iface, msg, &p, &ep)) {
     case UCT_SYNCMEM_CM_ACCEPT:
-        uct_syncmem_cm_accept(iface, &msg, &peer);
+        uct_syncmem_cm_accept(iface, msg, peer);
         break;
     case UCT_SYNCMEM_CM_REFUSE:
-        ++iface->cm.refused;
         /* under pressure, find out now which half-open ones have a peer */
         if (iface->cm.probes_posted == 0) {
             uct_syncmem_cm_probe(iface, 1);
         }
-        break;
+        return 0;
     case UCT_SYNCMEM_CM_ANSWER:
-        uct_syncmem_cm_send_rep(iface, p, &peer);
+        uct_syncmem_cm_send_rep(iface, p, peer);
         break;
     case UCT_SYNCMEM_CM_REPLACE:
-        uct_syncmem_cm_passive_replace(iface, p, &msg, &peer);
+        uct_syncmem_cm_passive_replace(iface, p, msg, peer);
         break;
     case UCT_SYNCMEM_CM_REPLIED:
-        uct_syncmem_cm_replied(ep, &msg);
+        uct_syncmem_cm_replied(ep, msg);
         break;
     case UCT_SYNCMEM_CM_RELEASE:
         uct_syncmem_cm_passive_destroy(iface, p, 0);
@@ -387,9 +383,51 @@ static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
     case UCT_SYNCMEM_CM_DROP:
         ucs_debug("syncmem: iface 0x%" PRIx64 " dropped CM message %u of"
                   " connection %" PRIu64 " from iface 0x%" PRIx64
-                  " (stale, duplicate or not its own)", iface->id, msg.type,
-                  msg.conn_id, msg.src_iface_id);
+                  " (stale, duplicate or not its own)", iface->id, msg->type,
+                  msg->conn_id, msg->src_iface_id);
         break;
+    }
+    return 1;
+}
+
+/* Async context: one received message (buf after the GRH). */
+static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
+                                      const void *buf, uint32_t byte_len,
+                                      uint32_t src_qp)
+{
+    uct_syncmem_cm_msg_t msg;
+    uct_syncmem_port_t peer;
+
+    if (uct_syncmem_cm_msg_parse(iface, buf, byte_len, src_qp, &msg,
+                                 &peer) != UCS_OK) {
+        ++iface->cm.dropped;
+        return;
+    }
+    if (!uct_syncmem_cm_act(iface, &msg, &peer) &&
+        !uct_syncmem_cm_defer(iface, &msg, &peer)) {
+        ++iface->cm.refused;
+    }
+}
+
+/* Async context: the REQs kept for room (uct_syncmem_cm_defer), in the
+ * order they came, until one is refused again; the probes that make room
+ * go on while any wait. */
+static void uct_syncmem_cm_undefer(uct_syncmem_iface_t *iface)
+{
+    unsigned n = 0;
+
+    while ((n < iface->cm.num_deferred) &&
+           uct_syncmem_cm_act(iface, &iface->cm.deferred[n].msg,
+                              &iface->cm.deferred[n].peer)) {
+        ++n;
+    }
+    iface->cm.num_deferred -= n;
+    memmove(iface->cm.deferred, iface->cm.deferred + n,
+            iface->cm.num_deferred * sizeof(*iface->cm.deferred));
+    if (iface->cm.num_deferred != 0) {
+        /* as probes complete, not once all did: an early one (the
+         * initiator not yet at RTR) waits an RC timeout for its retry */
+        uct_syncmem_cm_probe(iface, 1);
     }
 }
 
@@ -524,6 +562,7 @@ static void uct_syncmem_cm_async_cb(int id, ucs_event_set_types_t events,
     if (failed) {
         uct_syncmem_cm_qp_recover(iface);
     }
+    uct_syncmem_cm_undefer(iface);
     uct_syncmem_cm_drops_report(iface);
 }
 
@@ -547,6 +586,8 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
     iface->cm.tombs        = NULL;
     iface->cm.num_tombs    = 0;
     iface->cm.half_open    = 0;
+    iface->cm.deferred     = NULL;
+    iface->cm.num_deferred = 0;
     iface->cm.dropped      = 0;
     iface->cm.refused      = 0;
     iface->cm.drop_report_time = 0;
@@ -658,6 +699,7 @@ void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
         uct_syncmem_cm_passive_destroy(iface, p, 0);
     }
     uct_syncmem_cm_tombs_free(iface);
+    ucs_free(iface->cm.deferred);
     /* destroying the QP ends its sends, so the AHs are free to go */
     ibv_destroy_qp(iface->cm.qp);
     uct_syncmem_ahs_cleanup(iface);

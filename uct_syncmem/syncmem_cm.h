@@ -53,6 +53,8 @@ typedef struct uct_syncmem_cm {
     struct uct_syncmem_cm_tomb *tombs; /* passive QPs the keepalive freed */
     unsigned         num_tombs;
     unsigned         half_open;      /* passive, no keepalive answered yet */
+    struct uct_syncmem_cm_deferred *deferred; /* REQs refused for room */
+    unsigned         num_deferred;
     unsigned         dropped;        /* messages dropped, not yet reported */
     unsigned         refused;        /* REQs refused, not yet reported */
     ucs_time_t       drop_report_time;
@@ -174,6 +176,18 @@ uct_syncmem_cm_action_t uct_syncmem_cm_decide(uct_syncmem_iface_t *iface,
                                               const uct_syncmem_cm_msg_t *msg,
                                               uct_syncmem_cm_passive_t **p_p,
                                               uct_syncmem_ep_t **ep_p);
+
+/* A REQ refused for room, kept to be accepted once there is some. */
+typedef struct uct_syncmem_cm_deferred {
+    uct_syncmem_cm_msg_t msg;
+    uct_syncmem_port_t   peer;
+} uct_syncmem_cm_deferred_t;
+
+/* Keeps a refused REQ (or updates the one kept of its connection); 0 if
+ * there is no room for it either (CM_MAX_HALF_OPEN / 2 are kept). */
+int uct_syncmem_cm_defer(uct_syncmem_iface_t *iface,
+                         const uct_syncmem_cm_msg_t *msg,
+                         const uct_syncmem_port_t *peer);
 
 /* Says what the handshake dropped, at most once a second (async context). */
 void uct_syncmem_cm_drops_report(uct_syncmem_iface_t *iface);

@@ -319,6 +319,43 @@ void uct_syncmem_cm_tombs_free(uct_syncmem_iface_t *iface)
 }
 
 /*
+ * A connection storm (many endpoints to one iface at once) finds the
+ * half-open connections at their limit until keepalive writes confirm
+ * them, which takes a round trip. A REQ refused then would wait for its
+ * retransmission (CM_TIMEOUT); kept instead, it is accepted as soon as
+ * there is room (uct_syncmem_cm_undefer). As many as one sender may hold
+ * half-open are kept, so a flood takes no more memory than that.
+ */
+int uct_syncmem_cm_defer(uct_syncmem_iface_t *iface,
+                         const uct_syncmem_cm_msg_t *msg,
+                         const uct_syncmem_port_t *peer)
+{
+    unsigned max = ucs_max(1, iface->config.cm_max_half_open / 2);
+    uct_syncmem_cm_deferred_t *d;
+    unsigned i;
+
+    for (i = 0; i < iface->cm.num_deferred; ++i) {
+        d = &iface->cm.deferred[i];
+        if ((d->msg.src_iface_id == msg->src_iface_id) &&
+            (d->msg.conn_id == msg->conn_id)) {
+            d->msg  = *msg; /* a retransmission, or a later generation */
+            d->peer = *peer;
+            return 1;
+        }
+    }
+    if (iface->cm.deferred == NULL) {
+        iface->cm.deferred = ucs_malloc(max * sizeof(*d), "syncmem_deferred");
+    }
+    if ((iface->cm.deferred == NULL) || (iface->cm.num_deferred >= max)) {
+        return 0;
+    }
+    d       = &iface->cm.deferred[iface->cm.num_deferred++];
+    d->msg  = *msg;
+    d->peer = *peer;
+    return 1;
+}
+
+/*
  * What the handshake dropped: a stranger can send any number of messages,
  * so this is said at most once a second, as counts. Refused connection
  * requests are a warning (a real peer may be among them); messages that

@@ -106,9 +106,10 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
     {"CM_MAX_HALF_OPEN", "256",
      "Connections this iface accepted whose initiator no keepalive write has\n"
      "reached yet (each holds a QP); one sender may hold at most half of them.\n"
-     "Connection requests beyond that are dropped (the initiator retries) and\n"
-     "the half-open ones are checked at once, so that those with no peer\n"
-     "behind them are released. Bounds what a flood of requests can take.",
+     "Connection requests beyond that wait for room (half as many again),\n"
+     "more are dropped (the initiator retries), and the half-open ones are\n"
+     "checked at once, so that those with no peer behind them are released.\n"
+     "Bounds what a flood of requests can take.",
      ucs_offsetof(uct_syncmem_iface_config_t, cm_max_half_open),
      UCS_CONFIG_TYPE_UINT},
 

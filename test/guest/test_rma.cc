@@ -576,3 +576,35 @@ TEST_F(syncmem_rma_test, connections_to_one_host_share_an_address_handle)
     EXPECT_EQ(1u, uct_syncmem_iface_num_ahs(iface));
     EXPECT_EQ(1u, uct_syncmem_iface_num_ahs(m_receiver));
 }
+
+// More endpoints from one sender at once than it may hold half-open at the
+// target (CM_MAX_HALF_OPEN / 2): the REQs beyond wait there for room and
+// are answered without being sent again. (CM_TIMEOUT is past the test's
+// bound: a REQ dropped instead would never be answered.)
+TEST_F(syncmem_rma_test, connect_storm_waits_at_the_target_for_room)
+{
+    const unsigned num_eps = 4; // 2 half-open at once, 2 kept for room
+    uct_iface_h from, to;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &from,
+                                 {{"CM_TIMEOUT", "1000s"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &to,
+                                 {{"CM_MAX_HALF_OPEN", "4"}}));
+    buffer *dst = alloc(num_eps * 8, 0);
+    uint64_t *words = reinterpret_cast<uint64_t*>(dst->data.data());
+    std::vector<uct_ep_h> eps;
+    for (unsigned i = 0; i < num_eps; ++i) {
+        eps.push_back(connect(from, to));
+        ASSERT_NE(nullptr, eps.back());
+    }
+    for (uint64_t i = 0; i < num_eps; ++i) {
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_put_short(eps[i], &i, sizeof(i),
+                                    (uintptr_t)&words[i], dst->rkey.rkey);
+        }, "the connection (its REQ dropped?)")) << "ep " << i;
+    }
+    for (unsigned i = 0; i < num_eps; ++i) {
+        flush(eps[i]);
+        EXPECT_EQ(i, words[i]) << "ep " << i;
+    }
+    EXPECT_EQ(num_eps, uct_syncmem_iface_num_passive(to));
+}

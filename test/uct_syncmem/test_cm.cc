@@ -42,6 +42,7 @@ protected:
             free(p);
         }
         uct_syncmem_cm_tombs_free(m_iface);
+        ucs_free(m_iface->cm.deferred);
         while ((link = m_iface->rx.links) != NULL) {
             m_iface->rx.links = link->next;
             ucs_free(link);
@@ -168,6 +169,36 @@ TEST_F(cm, half_open_capped_half_per_sender)
     last->probing = 1;
     ++m_iface->cm.probes_posted;
     EXPECT_EQ(last, uct_syncmem_cm_probe_done(m_iface, last->qpn, 0));
+}
+
+// A REQ refused for room is kept (once per connection, the latest
+// generation) to be accepted once there is room; as many as one sender may
+// hold half-open (2 of 4), no more.
+TEST_F(cm, refused_reqs_kept_for_room_up_to_a_senders_share)
+{
+    uct_syncmem_cm_msg_t m;
+    uct_syncmem_port_t peer;
+    auto defer = [&](uint64_t conn, uint16_t gen) {
+        std::vector<uint8_t> buf = msg(UCT_SYNCMEM_CM_REQ, 0x40, conn, gen);
+        EXPECT_EQ(UCS_OK, uct_syncmem_cm_msg_parse(m_iface, buf.data(),
+                                                   UCT_SYNCMEM_CM_GRH_LEN +
+                                                   buf.size(), 0x40, &m,
+                                                   &peer));
+        return uct_syncmem_cm_defer(m_iface, &m, &peer);
+    };
+
+    EXPECT_EQ(1, defer(7, 0));
+    EXPECT_EQ(1, defer(7, 0)); // a retransmission: the same entry
+    EXPECT_EQ(1, defer(8, 0));
+    EXPECT_EQ(2u, m_iface->cm.num_deferred);
+    EXPECT_EQ(0, defer(9, 0)); // full: refused
+    EXPECT_EQ(1, defer(7, 1)); // a later generation replaces its entry
+    ASSERT_EQ(2u, m_iface->cm.num_deferred);
+    EXPECT_EQ(7u, m_iface->cm.deferred[0].msg.conn_id);
+    EXPECT_EQ(1u, m_iface->cm.deferred[0].msg.gen);
+    EXPECT_EQ(8u, m_iface->cm.deferred[1].msg.conn_id);
+    EXPECT_EQ(0, memcmp(&peer.gid, &m_iface->cm.deferred[1].peer.gid,
+                        sizeof(peer.gid)));
 }
 
 TEST_F(cm, release_and_reconnect_only_from_the_opener)
