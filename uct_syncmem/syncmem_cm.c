@@ -157,7 +157,22 @@ void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep)
     ep->cm.next_retry = ucs_get_time() + iface->config.cm_timeout;
     uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REQ, ep->cm.peer_iface_id,
                             ep->cm.conn_id, ep->cm.gen, ep->qp->qp_num, &msg);
-    msg.flags = ep->reconnect.resume ? UCT_SYNCMEM_CM_F_RESUME : 0;
+    msg.flags = (ep->reconnect.resume ? UCT_SYNCMEM_CM_F_RESUME : 0) |
+                UCT_SYNCMEM_CM_F_RTU;
+    uct_syncmem_cm_send(iface, &ep->cm.peer, ep->cm.peer_cm_qpn, &msg);
+}
+
+/* Called with the async lock held, once ep's QP is connected, if the REP
+ * asked: the target may probe the connection now. Not retransmitted: if
+ * lost, the keepalive confirms it. */
+void uct_syncmem_cm_send_rtu(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uct_syncmem_cm_msg_t msg;
+
+    uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_RTU, ep->cm.peer_iface_id,
+                            ep->cm.conn_id, ep->cm.gen, ep->qp->qp_num, &msg);
     uct_syncmem_cm_send(iface, &ep->cm.peer, ep->cm.peer_cm_qpn, &msg);
 }
 
@@ -217,8 +232,9 @@ static void uct_syncmem_cm_send_rep(uct_syncmem_iface_t *iface,
 
     uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REP, p->peer_iface_id,
                             p->conn_id, p->gen, p->qpn, &rep);
-    rep.flags      = p->resumed ? UCT_SYNCMEM_CM_F_RESUME :
-                     p->stopped ? UCT_SYNCMEM_CM_F_RQ_PSN : 0;
+    rep.flags      = (p->resumed ? UCT_SYNCMEM_CM_F_RESUME :
+                      p->stopped ? UCT_SYNCMEM_CM_F_RQ_PSN : 0) |
+                     (p->rtu ? UCT_SYNCMEM_CM_F_RTU : 0);
     rep.old_qpn    = p->old_qpn;
     rep.old_rq_psn = p->old_rq_psn;
     uct_syncmem_cm_send(iface, peer, p->peer_cm_qpn, &rep);
@@ -316,27 +332,46 @@ err_free:
     ucs_free(p);
 }
 
-/* Async timer: an empty RDMA write on each passive QP, as far as the CQ
- * has room; the list rotates, so that every connection gets its turn. */
-static void uct_syncmem_cm_probe(uct_syncmem_iface_t *iface, int half_open)
+/* A keepalive write on p's QP, if none is in flight and the CQ has room. */
+static int uct_syncmem_cm_probe_post(uct_syncmem_iface_t *iface,
+                                     uct_syncmem_cm_passive_t *p)
 {
     struct ibv_send_wr wr = {}, *bad_wr;
-    uct_syncmem_cm_passive_t *p, *tmp;
-    ucs_list_link_t probed;
 
     wr.opcode     = IBV_WR_RDMA_WRITE;   /* no data: no rkey is checked */
     wr.send_flags = IBV_SEND_SIGNALED;
+    if (p->probing || (iface->cm.probes_posted >= UCT_SYNCMEM_CM_PROBES) ||
+        ibv_post_send(p->qp, &wr, &bad_wr)) {
+        return 0;
+    }
+    p->probing = 1;
+    ++iface->cm.probes_posted;
+    return 1;
+}
+
+/* Async timer: a keepalive write on each passive QP, as far as the CQ has
+ * room; the list rotates, so that every connection gets its turn.
+ * half_open: only the connections not confirmed yet; of those whose
+ * initiator sends an RTU, only the ones whose RTU is a CM_TIMEOUT late (a
+ * datagram: it may be lost). One probed any earlier may
+ * find its initiator not yet at RTR, and with a short RC timeout a live
+ * connection is released. */
+static void uct_syncmem_cm_probe(uct_syncmem_iface_t *iface, int half_open)
+{
+    ucs_time_t rtu_due = ucs_get_time() - iface->config.cm_timeout;
+    uct_syncmem_cm_passive_t *p, *tmp;
+    ucs_list_link_t probed;
+
     ucs_list_head_init(&probed);
     ucs_list_for_each_safe(p, tmp, &iface->cm.passive, list) {
         if (iface->cm.probes_posted >= UCT_SYNCMEM_CM_PROBES) {
             break;
         }
-        if (p->probing || (half_open && p->confirmed) ||
-            ibv_post_send(p->qp, &wr, &bad_wr)) {
+        if ((half_open &&
+             (p->confirmed || (p->rtu && (p->accepted > rtu_due)))) ||
+            !uct_syncmem_cm_probe_post(iface, p)) {
             continue;
         }
-        p->probing = 1;
-        ++iface->cm.probes_posted;
         ucs_list_del(&p->list);
         ucs_list_add_tail(&probed, &p->list);
     }
@@ -380,6 +415,9 @@ static int uct_syncmem_cm_act(uct_syncmem_iface_t *iface,
     case UCT_SYNCMEM_CM_RELEASE:
         uct_syncmem_cm_passive_destroy(iface, p, 0);
         break;
+    case UCT_SYNCMEM_CM_PROBE:
+        (void)uct_syncmem_cm_probe_post(iface, p);
+        break;
     case UCT_SYNCMEM_CM_DROP:
         ucs_debug("syncmem: iface 0x%" PRIx64 " dropped CM message %u of"
                   " connection %" PRIu64 " from iface 0x%" PRIx64
@@ -410,8 +448,8 @@ static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
 }
 
 /* Async context: the REQs kept for room (uct_syncmem_cm_defer), in the
- * order they came, until one is refused again; the probes that make room
- * go on while any wait. */
+ * order they came, until one is refused again (a refusal probes the
+ * half-open connections of initiators that send no RTU). */
 static void uct_syncmem_cm_undefer(uct_syncmem_iface_t *iface)
 {
     unsigned n = 0;
@@ -424,11 +462,6 @@ static void uct_syncmem_cm_undefer(uct_syncmem_iface_t *iface)
     iface->cm.num_deferred -= n;
     memmove(iface->cm.deferred, iface->cm.deferred + n,
             iface->cm.num_deferred * sizeof(*iface->cm.deferred));
-    if (iface->cm.num_deferred != 0) {
-        /* as probes complete, not once all did: an early one (the
-         * initiator not yet at RTR) waits an RC timeout for its retry */
-        uct_syncmem_cm_probe(iface, 1);
-    }
 }
 
 /* Async context: a keepalive write completed; failed, its peer is gone. */

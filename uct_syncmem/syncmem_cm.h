@@ -68,6 +68,7 @@ ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep);
 void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep);
 void uct_syncmem_cm_reconnect(uct_syncmem_ep_t *ep);
 void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep);
+void uct_syncmem_cm_send_rtu(uct_syncmem_ep_t *ep);
 
 #define UCT_SYNCMEM_CM_GRH_LEN  40          /* UD receives start with it */
 #define UCT_SYNCMEM_CM_SLOT     128
@@ -77,7 +78,8 @@ void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep);
 enum {
     UCT_SYNCMEM_CM_REQ  = 1,
     UCT_SYNCMEM_CM_REP  = 2,
-    UCT_SYNCMEM_CM_DREQ = 3
+    UCT_SYNCMEM_CM_DREQ = 3,
+    UCT_SYNCMEM_CM_RTU  = 4  /* ready to use: the initiator's QP is at RTS */
 };
 
 /* REQ of a reconnect: the initiator kept the QP the passive QP is
@@ -89,6 +91,12 @@ enum {
  * old_rq_psn next. The initiator's requests below it ran, the others never
  * will (syncmem_reconnect.c). */
 #define UCT_SYNCMEM_CM_F_RQ_PSN   UCS_BIT(1)
+/* REQ: the initiator sends an RTU once its QP is ready. REP: the target
+ * wants it (a target that knows no RTU never asks). The target probes the
+ * connection on the RTU, not before: a keepalive write that reaches a QP
+ * not yet at RTR is retried after the RC timeout, and fails if that is
+ * short and the initiator slow (a connection storm). */
+#define UCT_SYNCMEM_CM_F_RTU      UCS_BIT(2)
 
 typedef struct UCS_S_PACKED uct_syncmem_cm_msg {
     uint8_t                type;
@@ -123,6 +131,9 @@ typedef struct uct_syncmem_cm_passive {
     uint8_t         confirmed;   /* a keepalive write reached the peer */
     uint8_t         resumed;     /* this generation kept the same QP */
     uint8_t         stopped;     /* ...or replaced old_qpn, stopped at */
+    uint8_t         rtu;         /* its initiator sends an RTU: probed on
+                                    it, or once it may have been lost */
+    ucs_time_t      accepted;    /* when its QP was made */
     uint32_t        old_qpn;
     uint32_t        old_rq_psn;  /* ...this PSN: its REP says so */
     struct ibv_qp   *qp;
@@ -155,7 +166,8 @@ typedef enum {
     UCT_SYNCMEM_CM_ANSWER,   /* REQ again: send the same REP */
     UCT_SYNCMEM_CM_REPLACE,  /* REQ of a later generation: a new QP */
     UCT_SYNCMEM_CM_REPLIED,  /* REP for an endpoint that is connecting */
-    UCT_SYNCMEM_CM_RELEASE   /* DREQ: the initiator closed its endpoint */
+    UCT_SYNCMEM_CM_RELEASE,  /* DREQ: the initiator closed its endpoint */
+    UCT_SYNCMEM_CM_PROBE     /* RTU: probe the half-open connection now */
 } uct_syncmem_cm_action_t;
 
 /* A message from this iface (flags 0). */

@@ -54,7 +54,7 @@ ucs_status_t uct_syncmem_cm_msg_parse(const uct_syncmem_iface_t *iface,
         msg->flags &= ~UCT_SYNCMEM_CM_F_RQ_PSN;
     }
 
-    if ((msg->type < UCT_SYNCMEM_CM_REQ) || (msg->type > UCT_SYNCMEM_CM_DREQ) ||
+    if ((msg->type < UCT_SYNCMEM_CM_REQ) || (msg->type > UCT_SYNCMEM_CM_RTU) ||
         (msg->dst_iface_id != iface->id) || (msg->src_cm_qpn != src_qp)) {
         return UCS_ERR_INVALID_ADDR;
     }
@@ -169,6 +169,14 @@ uct_syncmem_cm_action_t uct_syncmem_cm_decide(uct_syncmem_iface_t *iface,
         }
         *p_p = p;
         return UCT_SYNCMEM_CM_RELEASE;
+    case UCT_SYNCMEM_CM_RTU:
+        p = uct_syncmem_cm_find_passive(iface, msg, &from_sender);
+        if ((p == NULL) || (p->peer_cm_qpn != msg->src_cm_qpn) ||
+            (p->gen != msg->gen) || p->confirmed) {
+            return UCT_SYNCMEM_CM_DROP;
+        }
+        *p_p = p;
+        return UCT_SYNCMEM_CM_PROBE;
     default:
         return UCT_SYNCMEM_CM_DROP;
     }
@@ -208,6 +216,8 @@ void uct_syncmem_cm_passive_insert(uct_syncmem_iface_t *iface,
     p->probing       = 0;
     p->confirmed     = 0;
     p->resumed       = 0;
+    p->rtu           = !!(msg->flags & UCT_SYNCMEM_CM_F_RTU);
+    p->accepted      = ucs_get_time();
     ucs_list_add_tail(&iface->cm.passive, &p->list);
     ++iface->cm.half_open;
 
@@ -282,6 +292,7 @@ void uct_syncmem_cm_replied(uct_syncmem_ep_t *ep,
                          (msg->old_qpn == ep->reconnect.old_peer_qpn);
     ep->cm.rep_rq_psn  = msg->old_rq_psn;
     ep->cm.peer_rc_qpn = msg->rc_qpn;
+    ep->cm.rtu         = !!(msg->flags & UCT_SYNCMEM_CM_F_RTU);
 }
 
 uct_syncmem_cm_passive_t *uct_syncmem_cm_probe_done(uct_syncmem_iface_t *iface,

@@ -60,6 +60,7 @@ struct uct_syncmem_ep {
         uint32_t         rep_rq_psn;    /* ...where the replaced passive QP
                                            stopped, if rep_stopped */
         uint8_t          rep_stopped;
+        uint8_t          rtu;           /* the REP asked for an RTU */
         uint16_t         gen;           /* bumped by each reconnect */
         volatile uint8_t rep;           /* UCT_SYNCMEM_CM_REP_*: set by the
                                            async handler, taken by progress */

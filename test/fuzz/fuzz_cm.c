@@ -69,7 +69,7 @@ static void fuzz_make_msg(fuzz_in_t *in, uct_syncmem_iface_t *iface,
     uct_syncmem_cm_msg_t msg = {};
     uct_syncmem_port_t sender;
 
-    msg.type         = 1 + (what & 3) % 3;
+    msg.type         = 1 + (what & 3); /* REQ, REP, DREQ, RTU */
     msg.src_cm_qpn   = fuzz_sender_qpn(what >> 2);
     msg.rc_qpn       = 0x200 + fuzz_u8(in);
     msg.src_iface_id = 0xabc0 + (fuzz_u8(in) % FUZZ_SENDERS);
@@ -171,6 +171,11 @@ static void fuzz_message(fuzz_in_t *in, uct_syncmem_iface_t *iface,
         FUZZ_CHECK((p != NULL) && (p->peer_cm_qpn == src_qp));
         uct_syncmem_cm_passive_remove(iface, p, 0);
         free(p);
+        break;
+    case UCT_SYNCMEM_CM_PROBE:
+        FUZZ_CHECK((msg.type == UCT_SYNCMEM_CM_RTU) && (p != NULL) &&
+                   (p->peer_cm_qpn == src_qp) && (p->gen == msg.gen) &&
+                   !p->confirmed);
         break;
     case UCT_SYNCMEM_CM_DROP:
         break;

@@ -578,9 +578,11 @@ TEST_F(syncmem_rma_test, connections_to_one_host_share_an_address_handle)
 }
 
 // More endpoints from one sender at once than it may hold half-open at the
-// target (CM_MAX_HALF_OPEN / 2): the REQs beyond wait there for room and
-// are answered without being sent again. (CM_TIMEOUT is past the test's
-// bound: a REQ dropped instead would never be answered.)
+// target (CM_MAX_HALF_OPEN / 2): the REQs beyond wait there for room, made
+// as the initiator's RTUs get the half-open ones probed, and are answered
+// without being sent again. (CM_TIMEOUT is past the test's bound, and the
+// target has no keepalive timer: a REQ dropped instead, or an RTU not
+// acted on, would leave an endpoint unconnected.)
 TEST_F(syncmem_rma_test, connect_storm_waits_at_the_target_for_room)
 {
     const unsigned num_eps = 4; // 2 half-open at once, 2 kept for room
@@ -588,7 +590,8 @@ TEST_F(syncmem_rma_test, connect_storm_waits_at_the_target_for_room)
     ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &from,
                                  {{"CM_TIMEOUT", "1000s"}}));
     ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &to,
-                                 {{"CM_MAX_HALF_OPEN", "4"}}));
+                                 {{"CM_MAX_HALF_OPEN", "4"},
+                                  {"KEEPALIVE_INTERVAL", "inf"}}));
     buffer *dst = alloc(num_eps * 8, 0);
     uint64_t *words = reinterpret_cast<uint64_t*>(dst->data.data());
     std::vector<uct_ep_h> eps;

@@ -201,6 +201,36 @@ TEST_F(cm, refused_reqs_kept_for_room_up_to_a_senders_share)
                         sizeof(peer.gid)));
 }
 
+// An RTU asks the target to probe a half-open connection now: believed
+// only from the QP that opened it, for its generation, while unconfirmed.
+// A REQ that promises one is noted (its REP asks for it).
+TEST_F(cm, rtu_probes_only_its_own_half_open_connection)
+{
+    std::vector<uint8_t> req = msg(UCT_SYNCMEM_CM_REQ, 0x40, 1, 0,
+                                   UCT_SYNCMEM_CM_F_RTU);
+    EXPECT_EQ(UCT_SYNCMEM_CM_ACCEPT, receive(req, 0x40));
+    uct_syncmem_cm_passive_t *p =
+            ucs_list_head(&m_iface->cm.passive, uct_syncmem_cm_passive_t, list);
+    EXPECT_EQ(1, p->rtu);
+    EXPECT_EQ(UCT_SYNCMEM_CM_ACCEPT,
+              receive(msg(UCT_SYNCMEM_CM_REQ, 0x41, 2), 0x41));
+    EXPECT_EQ(0, ucs_list_tail(&m_iface->cm.passive, uct_syncmem_cm_passive_t,
+                               list)->rtu);
+
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP,
+              receive(msg(UCT_SYNCMEM_CM_RTU, 0x41, 1), 0x41)); // not its own
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP,
+              receive(msg(UCT_SYNCMEM_CM_RTU, 0x40, 1, 1), 0x40)); // later gen
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP,
+              receive(msg(UCT_SYNCMEM_CM_RTU, 0x40, 9), 0x40)); // no such
+    EXPECT_EQ(UCT_SYNCMEM_CM_PROBE,
+              receive(msg(UCT_SYNCMEM_CM_RTU, 0x40, 1), 0x40));
+    p->confirmed = 1;
+    --m_iface->cm.half_open;
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP,
+              receive(msg(UCT_SYNCMEM_CM_RTU, 0x40, 1), 0x40)); // confirmed
+}
+
 TEST_F(cm, release_and_reconnect_only_from_the_opener)
 {
     ASSERT_EQ(UCT_SYNCMEM_CM_ACCEPT, receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, 1), 0x40));
