@@ -742,24 +742,26 @@ void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
     ibv_destroy_comp_channel(iface->cm.channel);
 }
 
-unsigned uct_syncmem_iface_num_passive(uct_iface_h tl_iface)
+/* What the handshake holds (the test hooks): passive connections, or
+ * address handles; read under the async lock */
+static unsigned uct_syncmem_iface_cm_count(uct_iface_h tl_iface, int ahs)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
     unsigned count;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    count = ucs_list_length(&iface->cm.passive);
+    count = ahs ? kh_size(&iface->cm.ahs) :
+                  ucs_list_length(&iface->cm.passive);
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return count;
 }
 
+unsigned uct_syncmem_iface_num_passive(uct_iface_h tl_iface)
+{
+    return uct_syncmem_iface_cm_count(tl_iface, 0);
+}
+
 unsigned uct_syncmem_iface_num_ahs(uct_iface_h tl_iface)
 {
-    uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
-    unsigned count;
-
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
-    count = kh_size(&iface->cm.ahs);
-    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    return count;
+    return uct_syncmem_iface_cm_count(tl_iface, 1);
 }
