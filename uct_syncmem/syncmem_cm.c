@@ -351,14 +351,16 @@ static int uct_syncmem_cm_probe_post(uct_syncmem_iface_t *iface,
 
 /* Async timer: a keepalive write on each passive QP, as far as the CQ has
  * room; the list rotates, so that every connection gets its turn.
- * half_open: only the connections not confirmed yet; of those whose
- * initiator sends an RTU, only the ones whose RTU is a CM_TIMEOUT late (a
- * datagram: it may be lost). One probed any earlier may
- * find its initiator not yet at RTR, and with a short RC timeout a live
- * connection is released. */
+ * half_open: only the connections not confirmed yet. Either way not one
+ * whose RTU has not come, unless its initiator's whole connect time
+ * (CM_TIMEOUT * (CM_RETRIES + 1)) has passed since (the datagram was lost,
+ * or the initiator is gone): probed before its initiator is at RTR, under
+ * a short RC timeout, a live connection would be released. */
 static void uct_syncmem_cm_probe(uct_syncmem_iface_t *iface, int half_open)
 {
-    ucs_time_t rtu_due = ucs_get_time() - iface->config.cm_timeout;
+    ucs_time_t now       = ucs_get_time();
+    ucs_time_t rtu_after = iface->config.cm_timeout *
+                           (iface->config.cm_retries + 1);
     uct_syncmem_cm_passive_t *p, *tmp;
     ucs_list_link_t probed;
 
@@ -367,8 +369,8 @@ static void uct_syncmem_cm_probe(uct_syncmem_iface_t *iface, int half_open)
         if (iface->cm.probes_posted >= UCT_SYNCMEM_CM_PROBES) {
             break;
         }
-        if ((half_open &&
-             (p->confirmed || (p->rtu && (p->accepted > rtu_due)))) ||
+        if ((half_open && p->confirmed) ||
+            (p->rtu && !p->ready && (now - p->accepted < rtu_after)) ||
             !uct_syncmem_cm_probe_post(iface, p)) {
             continue;
         }
@@ -416,6 +418,7 @@ static int uct_syncmem_cm_act(uct_syncmem_iface_t *iface,
         uct_syncmem_cm_passive_destroy(iface, p, 0);
         break;
     case UCT_SYNCMEM_CM_PROBE:
+        p->ready = 1; /* if no probe can go now, the next one will */
         (void)uct_syncmem_cm_probe_post(iface, p);
         break;
     case UCT_SYNCMEM_CM_DROP:

@@ -131,8 +131,8 @@ typedef struct uct_syncmem_cm_passive {
     uint8_t         confirmed;   /* a keepalive write reached the peer */
     uint8_t         resumed;     /* this generation kept the same QP */
     uint8_t         stopped;     /* ...or replaced old_qpn, stopped at */
-    uint8_t         rtu;         /* its initiator sends an RTU: probed on
-                                    it, or once it may have been lost */
+    uint8_t         rtu;         /* its initiator sends an RTU... */
+    uint8_t         ready;       /* ...which came: probing is safe */
     ucs_time_t      accepted;    /* when its QP was made */
     uint32_t        old_qpn;
     uint32_t        old_rq_psn;  /* ...this PSN: its REP says so */

@@ -217,6 +217,7 @@ void uct_syncmem_cm_passive_insert(uct_syncmem_iface_t *iface,
     p->confirmed     = 0;
     p->resumed       = 0;
     p->rtu           = !!(msg->flags & UCT_SYNCMEM_CM_F_RTU);
+    p->ready         = 0;
     p->accepted      = ucs_get_time();
     ucs_list_add_tail(&iface->cm.passive, &p->list);
     ++iface->cm.half_open;

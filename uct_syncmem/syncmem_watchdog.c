@@ -16,6 +16,11 @@
 #include <string.h>
 
 #define UCT_SYNCMEM_STALL_MAX_SHIFT 5 /* waits at most 32 stall times */
+/* QPs taken for wedged at one check, at most: a wedge is one QP's; many
+ * at once are a device that is only slow (Soft-RoCE driving a thousand
+ * QPs), and replacing them all makes it slower still. The others wait for
+ * the next check. */
+#define UCT_SYNCMEM_STALLS_PER_CHECK 16
 
 /* 24-bit PSN a is later than b */
 static int uct_syncmem_psn_after(uint32_t a, uint32_t b)
@@ -37,7 +42,8 @@ static int uct_syncmem_psn_after(uint32_t a, uint32_t b)
  * that posts no buffers: RNR) still gets to complete.
  */
 static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
-                                       uct_syncmem_ep_t *ep, ucs_time_t now)
+                                       uct_syncmem_ep_t *ep, ucs_time_t now,
+                                       unsigned *stalls_left)
 {
     struct ibv_qp_attr attr;
     struct ibv_qp_init_attr init;
@@ -72,9 +78,10 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
         ep->wd.stall_psn_valid = 0;
         return;
     }
-    if (now - ep->wd.stall_time < allowed) {
+    if ((now - ep->wd.stall_time < allowed) || (*stalls_left == 0)) {
         return;
     }
+    --*stalls_left;
 
     ucs_warn("syncmem: ep %p to iface 0x%" PRIx64 ": request %u made no"
              " progress for %.1f s and QP 0x%x sent nothing new (send PSN"
@@ -136,7 +143,8 @@ static void uct_syncmem_iface_cq_rescue(uct_syncmem_iface_t *iface)
 
 void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
 {
-    ucs_time_t now = ucs_get_time();
+    unsigned stalls_left = UCT_SYNCMEM_STALLS_PER_CHECK;
+    ucs_time_t now       = ucs_get_time();
     uct_syncmem_ep_t *ep, *expired;
 
     iface->check_due = 0;
@@ -193,7 +201,7 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
                 expired = ep;
                 break;
             }
-            uct_syncmem_ep_check_stall(iface, ep, now);
+            uct_syncmem_ep_check_stall(iface, ep, now, &stalls_left);
         }
 
         if (expired != NULL) {
