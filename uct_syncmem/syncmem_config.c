@@ -175,7 +175,9 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "link flap). A receiver that posts no buffers for this long (RNR wait),\n"
      "or a single get that takes longer, looks the same: it costs a\n"
      "reconnect, nothing is lost, and the endpoint waits twice as long before\n"
-     "the next one until that operation completes. 'auto': 4 times the RC\n"
+     "the next one until that operation completes. At most 16 endpoints are\n"
+     "taken for wedged at one check (a quarter of this time); many at once\n"
+     "are a slow device, and the rest wait for the next. 'auto': 4 times the RC\n"
      "retry window (RC_TIMEOUT * (RC_RETRY_COUNT + 1)), at least 2 s, with\n"
      "RECONNECT; off without it. Set without RECONNECT, a stall fails the\n"
      "endpoint (as the link failure it stands for would). 'inf': off.",
