@@ -65,6 +65,9 @@
 #define UCT_SYNCMEM_CM_RECVS    256
 #define UCT_SYNCMEM_CM_SENDS    128
 #define UCT_SYNCMEM_CM_PROBES   256         /* keepalive writes in flight */
+/* ...of them posted by one tick of the keepalive timer: a tick that falls
+ * in a link outage fails (and releases) no more connections than this */
+#define UCT_SYNCMEM_CM_KEEPALIVES 32
 
 _Static_assert(UCT_SYNCMEM_CM_GRH_LEN + sizeof(uct_syncmem_cm_msg_t) <=
                UCT_SYNCMEM_CM_SLOT, "CM message does not fit its slot");
@@ -361,12 +364,16 @@ static void uct_syncmem_cm_probe(uct_syncmem_iface_t *iface, int half_open)
     ucs_time_t now       = ucs_get_time();
     ucs_time_t rtu_after = iface->config.cm_timeout *
                            (iface->config.cm_retries + 1);
+    unsigned max         = half_open ? UCT_SYNCMEM_CM_PROBES :
+                           ucs_min(UCT_SYNCMEM_CM_PROBES,
+                                   iface->cm.probes_posted +
+                                   UCT_SYNCMEM_CM_KEEPALIVES);
     uct_syncmem_cm_passive_t *p, *tmp;
     ucs_list_link_t probed;
 
     ucs_list_head_init(&probed);
     ucs_list_for_each_safe(p, tmp, &iface->cm.passive, list) {
-        if (iface->cm.probes_posted >= UCT_SYNCMEM_CM_PROBES) {
+        if (iface->cm.probes_posted >= max) {
             break;
         }
         if ((half_open && p->confirmed) ||

@@ -72,7 +72,9 @@ void uct_syncmem_cm_send_rtu(uct_syncmem_ep_t *ep);
 
 #define UCT_SYNCMEM_CM_GRH_LEN  40          /* UD receives start with it */
 #define UCT_SYNCMEM_CM_SLOT     128
-#define UCT_SYNCMEM_CM_TOMBS    64          /* released connections kept */
+/* Released connections are remembered for as long as a reconnect may still
+ * name them (syncmem_cm_msg.c); this many at most, a memory bound. */
+#define UCT_SYNCMEM_CM_TOMBS    4096
 #define UCT_SYNCMEM_QPN_MAX     0xffffffu   /* QP numbers are 24 bits */
 
 enum {
@@ -146,6 +148,7 @@ typedef struct uct_syncmem_cm_tomb {
     uint64_t                   peer_iface_id;
     uint64_t                   conn_id;
     uint32_t                   qpn;
+    ucs_time_t                 released;
 } uct_syncmem_cm_tomb_t;
 
 /* ep->cm.rep: the REP of this generation, noted by the async handler and

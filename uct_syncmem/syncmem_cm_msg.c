@@ -244,13 +244,37 @@ void uct_syncmem_cm_passive_replaced(uct_syncmem_iface_t *iface,
     p->resumed = 0;
 }
 
+/* Tombs newest first: the ones past (how long a reconnect may still come:
+ * twice RECONNECT_TIMEOUT, 10 s at least) or beyond UCT_SYNCMEM_CM_TOMBS
+ * are forgotten, and the receive path with them. One forgotten too soon
+ * would let a reconnect's replayed active messages through twice. */
+static void uct_syncmem_cm_tombs_expire(uct_syncmem_iface_t *iface,
+                                        ucs_time_t now)
+{
+    ucs_time_t keep_for = ucs_max(2 * iface->config.reconnect_timeout,
+                                  ucs_time_from_sec(10.0));
+    uct_syncmem_cm_tomb_t *tomb, **last = &iface->cm.tombs;
+    unsigned n = 0;
+
+    while ((*last != NULL) && (n < UCT_SYNCMEM_CM_TOMBS) &&
+           (now - (*last)->released <= keep_for)) {
+        last = &(*last)->next;
+        ++n;
+    }
+    while ((tomb = *last) != NULL) {
+        *last = tomb->next;
+        --iface->cm.num_tombs;
+        uct_syncmem_rx_link_push(iface, 0, tomb->qpn);
+        ucs_free(tomb);
+    }
+}
+
 /* The receive path may drop what it knows of the QP, unless a reconnect
- * may still need it (keep): then a tomb remembers it, the oldest of which
- * is forgotten when there are too many. */
+ * may still need it (keep): then a tomb remembers it. */
 void uct_syncmem_cm_passive_remove(uct_syncmem_iface_t *iface,
                                    uct_syncmem_cm_passive_t *p, int keep)
 {
-    uct_syncmem_cm_tomb_t *tomb, **last;
+    uct_syncmem_cm_tomb_t *tomb;
 
     iface->cm.probes_posted -= p->probing;
     iface->cm.half_open     -= !p->confirmed;
@@ -260,19 +284,11 @@ void uct_syncmem_cm_passive_remove(uct_syncmem_iface_t *iface,
         tomb->peer_iface_id = p->peer_iface_id;
         tomb->conn_id       = p->conn_id;
         tomb->qpn           = p->qpn;
+        tomb->released      = ucs_get_time();
         tomb->next          = iface->cm.tombs;
         iface->cm.tombs     = tomb;
-        if (++iface->cm.num_tombs <= UCT_SYNCMEM_CM_TOMBS) {
-            return;
-        }
-        for (last = &iface->cm.tombs; (*last)->next != NULL;
-             last = &(*last)->next) {
-        }
-        tomb  = *last;
-        *last = NULL;
-        --iface->cm.num_tombs;
-        uct_syncmem_rx_link_push(iface, 0, tomb->qpn);
-        ucs_free(tomb);
+        ++iface->cm.num_tombs;
+        uct_syncmem_cm_tombs_expire(iface, tomb->released);
         return;
     }
     uct_syncmem_rx_link_push(iface, 0, p->qpn);

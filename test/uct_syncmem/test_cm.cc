@@ -231,6 +231,53 @@ TEST_F(cm, rtu_probes_only_its_own_half_open_connection)
               receive(msg(UCT_SYNCMEM_CM_RTU, 0x40, 1), 0x40)); // confirmed
 }
 
+// A connection the keepalive released is remembered (a tomb) for as long
+// as its initiator may still reconnect, however many were released at once
+// (a link flap under a thousand endpoints): the reconnect then tells the
+// receive path which QP the new one replaces, so that active messages sent
+// again are not delivered twice. Older ones, and those beyond the bound,
+// are forgotten.
+TEST_F(cm, released_connections_remembered_while_a_reconnect_may_come)
+{
+    const unsigned n = UCT_SYNCMEM_CM_TOMBS + 10;
+    uct_syncmem_cm_msg_t m;
+    uct_syncmem_port_t peer;
+
+    m_iface->config.reconnect_timeout = ucs_time_from_sec(5.0);
+    for (unsigned conn = 1; conn <= n; ++conn) {
+        std::vector<uint8_t> buf = msg(UCT_SYNCMEM_CM_REQ, 0x40, conn);
+        ASSERT_EQ(UCS_OK, uct_syncmem_cm_msg_parse(m_iface, buf.data(),
+                                                   UCT_SYNCMEM_CM_GRH_LEN +
+                                                   buf.size(), 0x40, &m,
+                                                   &peer));
+        uct_syncmem_cm_passive_t *gone =
+                (uct_syncmem_cm_passive_t*)calloc(1, sizeof(*gone));
+        gone->qpn = 0x1000 + conn;
+        uct_syncmem_cm_passive_insert(m_iface, gone, &m);
+        uct_syncmem_cm_passive_remove(m_iface, gone, 1);
+        free(gone);
+    }
+    EXPECT_EQ((unsigned)UCT_SYNCMEM_CM_TOMBS, m_iface->cm.num_tombs);
+
+    // the last of them reconnects: its new QP replaces the released one
+    EXPECT_EQ(UCT_SYNCMEM_CM_ACCEPT,
+              receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, n, 1), 0x40));
+    ASSERT_NE(nullptr, m_iface->rx.links);
+    EXPECT_EQ(0x1000u + n, m_iface->rx.links->old_qpn);
+    EXPECT_NE(0u, m_iface->rx.links->new_qpn);
+    EXPECT_EQ(UCT_SYNCMEM_CM_TOMBS - 1u, m_iface->cm.num_tombs);
+
+    // past twice RECONNECT_TIMEOUT (10 s at least) they are forgotten
+    for (uct_syncmem_cm_tomb_t *t = m_iface->cm.tombs; t != NULL; t = t->next) {
+        t->released -= ucs_time_from_sec(11.0);
+    }
+    uct_syncmem_cm_passive_t *p =
+            ucs_list_head(&m_iface->cm.passive, uct_syncmem_cm_passive_t, list);
+    uct_syncmem_cm_passive_remove(m_iface, p, 1);
+    free(p);
+    EXPECT_EQ(1u, m_iface->cm.num_tombs);
+}
+
 TEST_F(cm, release_and_reconnect_only_from_the_opener)
 {
     ASSERT_EQ(UCT_SYNCMEM_CM_ACCEPT, receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, 1), 0x40));
