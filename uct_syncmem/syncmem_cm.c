@@ -469,6 +469,9 @@ static void uct_syncmem_cm_undefer(uct_syncmem_iface_t *iface)
                               &iface->cm.deferred[n].peer)) {
         ++n;
     }
+    if (n == 0) {
+        return; /* none, or the first refused again */
+    }
     iface->cm.num_deferred -= n;
     memmove(iface->cm.deferred, iface->cm.deferred + n,
             iface->cm.num_deferred * sizeof(*iface->cm.deferred));
