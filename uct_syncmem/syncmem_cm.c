@@ -146,6 +146,20 @@ static void uct_syncmem_cm_send(uct_syncmem_iface_t *iface,
     ++iface->cm.sends_posted;
 }
 
+/* A message of ep's connection to the peer's CM QP. */
+static void uct_syncmem_cm_send_ep(uct_syncmem_ep_t *ep, uint8_t type,
+                                   uint32_t rc_qpn, uint8_t flags)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uct_syncmem_cm_msg_t msg;
+
+    uct_syncmem_cm_msg_init(iface, type, ep->cm.peer_iface_id, ep->cm.conn_id,
+                            ep->cm.gen, rc_qpn, &msg);
+    msg.flags = flags;
+    uct_syncmem_cm_send(iface, &ep->cm.peer, ep->cm.peer_cm_qpn, &msg);
+}
+
 /*
  * Sends REQ, and arms its retransmission. On RoCE the address handle needs
  * the peer's MAC address, which the kernel resolves (ARP/ND) and may fail to
@@ -155,28 +169,21 @@ void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    uct_syncmem_cm_msg_t msg;
 
     ep->cm.next_retry = ucs_get_time() + iface->config.cm_timeout;
-    uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_REQ, ep->cm.peer_iface_id,
-                            ep->cm.conn_id, ep->cm.gen, ep->qp->qp_num, &msg);
-    msg.flags = (ep->reconnect.resume ? UCT_SYNCMEM_CM_F_RESUME : 0) |
-                UCT_SYNCMEM_CM_F_RTU;
-    uct_syncmem_cm_send(iface, &ep->cm.peer, ep->cm.peer_cm_qpn, &msg);
+    uct_syncmem_cm_send_ep(ep, UCT_SYNCMEM_CM_REQ, ep->qp->qp_num,
+                           (ep->reconnect.resume ? UCT_SYNCMEM_CM_F_RESUME :
+                                                   0) | UCT_SYNCMEM_CM_F_RTU);
 }
 
-/* Called with the async lock held, once ep's QP is connected, if the REP
- * asked: the target may probe the connection now. Not retransmitted: if
- * lost, the keepalive confirms it. */
+/* Called with the async lock held, once ep's QP is connected: if the REP
+ * asked, the target may probe the connection now. Not retransmitted: if
+ * lost, the target probes it once the connect time has passed. */
 void uct_syncmem_cm_send_rtu(uct_syncmem_ep_t *ep)
 {
-    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
-                                                uct_syncmem_iface_t);
-    uct_syncmem_cm_msg_t msg;
-
-    uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_RTU, ep->cm.peer_iface_id,
-                            ep->cm.conn_id, ep->cm.gen, ep->qp->qp_num, &msg);
-    uct_syncmem_cm_send(iface, &ep->cm.peer, ep->cm.peer_cm_qpn, &msg);
+    if (ep->cm.rtu) {
+        uct_syncmem_cm_send_ep(ep, UCT_SYNCMEM_CM_RTU, ep->qp->qp_num, 0);
+    }
 }
 
 /* Called with the async lock held, the endpoint already in iface->eps. */
@@ -206,15 +213,11 @@ void uct_syncmem_cm_disconnect(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    uct_syncmem_cm_msg_t msg;
 
     /* No AH: no REQ went out, the peer holds nothing. A lost DREQ leaves
      * the passive QP until the keepalive finds it gone. */
     if (uct_syncmem_ah_find(iface, &ep->cm.peer) != NULL) {
-        uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_DREQ,
-                                ep->cm.peer_iface_id, ep->cm.conn_id,
-                                ep->cm.gen, 0, &msg);
-        uct_syncmem_cm_send(iface, &ep->cm.peer, ep->cm.peer_cm_qpn, &msg);
+        uct_syncmem_cm_send_ep(ep, UCT_SYNCMEM_CM_DREQ, 0, 0);
     }
 }
 

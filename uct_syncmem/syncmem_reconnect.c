@@ -222,9 +222,7 @@ static ucs_status_t uct_syncmem_reconnect_finish(uct_syncmem_ep_t *ep,
                  " report UCS_ERR_CONNECTION_RESET (not run again)", ep,
                  ep->lost.count - lost, ep->cm.peer_iface_id);
     }
-    if (ep->cm.rtu) {
-        uct_syncmem_cm_send_rtu(ep); /* a new passive QP waits for it */
-    }
+    uct_syncmem_cm_send_rtu(ep); /* a new passive QP waits for it */
     uct_syncmem_ep_connected(ep);
     return UCS_OK;
 }
@@ -304,9 +302,7 @@ static ucs_status_t uct_syncmem_ep_act(uct_syncmem_ep_t *ep,
         status = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
                                         ep->cm.peer_rc_qpn);
         if (status == UCS_OK) {
-            if (ep->cm.rtu) {
-                uct_syncmem_cm_send_rtu(ep);
-            }
+            uct_syncmem_cm_send_rtu(ep);
             uct_syncmem_ep_connected(ep);
         }
         return status;
