@@ -362,8 +362,10 @@ fs modules "$moddir" ro
 # (qemu's stdio), ttyS2 its stderr (a fifo copied to our stderr).  A pipe
 # chardev reads from PATH.in and writes to PATH.out; nothing writes err.in.
 mkfifo "$ctl/err.in" "$ctl/err.out"
-cat <"$ctl/err.out" >&2 &
 [[ -t 0 ]] && touch "$ctl/tty"
+# boot: one run of the guest; its qemu exit status in rc
+boot() {
+cat <"$ctl/err.out" >&2 &
 # Boot-time report: guest-init creates $ctl/started right before COMMAND.
 t0=$(date +%s.%N)
 ( while [[ ! -e $ctl/started && -e $ctl/mode ]]; do sleep 0.1; done
@@ -388,6 +390,18 @@ kill "$watchpid" 2>/dev/null || true
 # waiting in open() because qemu never started).
 exec 3<>"$ctl/err.out"; exec 3>&-
 wait 2>/dev/null || true
+}
+boot
+# A kernel that dies while booting (seen once: an int3 oops in the 6.12
+# kernel's idle loop under TCG, a second into boot) ran no part of COMMAND
+# (guest-init had not marked it started): nothing was judged, so the guest
+# boots once more. A death after COMMAND started is reported below.
+if ((rc == 0)) && [[ ! -s $ctl/status && ! -e $ctl/started ]]; then
+    tail -n 30 "$ctl/console" >&2
+    say "the guest kernel died while booting, before COMMAND started; booting again"
+    : >"$ctl/console"
+    boot
+fi
 if ((rc == 124 || rc == 137)); then
     say "timed out after $timeout s"; exit 124
 elif ((rc != 0)); then
