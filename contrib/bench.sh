@@ -422,7 +422,7 @@ scale_main() {
             grep -v '^#' "$out/scale.one" >> "$out/scale.csv" || true
             # (each N it could not measure is a row of nan and why)
             grep -v '^#' "$out/scale.one" | awk -F, '
-                {for (i = 4; i <= 10; i++) if ($i == "nan") {print $2 " " $11; next}}' |
+                {for (i = 4; i < NF; i++) if ($i == "nan") {print $2 " " $NF; next}}' |
                 while read -r n why; do
                     failed_run "scale $tl N=$n rep $rep" "$why"
                 done

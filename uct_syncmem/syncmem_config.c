@@ -41,7 +41,9 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "Requests an endpoint keeps for a reconnect (RECONNECT=y, or TX_DB_BATCH\n"
      "above 1) before its replay ring grows: each costs 24 bytes plus\n"
      "TX_MAX_INLINE. The ring doubles while more are outstanding, up to\n"
-     "TX_QUEUE_LEN, and an endpoint idle at two watchdog checks shrinks back.\n"
+     "TX_QUEUE_LEN. An endpoint that posted nothing through two watchdog\n"
+     "checks gives its ring back, and its next operation answers\n"
+     "UCS_ERR_NO_RESOURCE once while it takes one again.\n"
      "Larger: fewer pauses (UCS_ERR_NO_RESOURCE until the next progress grows\n"
      "it) when traffic starts; smaller: less memory per endpoint.",
      ucs_offsetof(uct_syncmem_iface_config_t, tx_ring_min),

@@ -175,8 +175,8 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
     }
 
     if (!uct_syncmem_ep_has_outstanding(iface, ep)) {
-        return (ep->replay.ring == NULL) ? UCS_OK :
-                                           uct_syncmem_ep_lost_status(ep);
+        return (ep->replay.stride == 0) ? UCS_OK :
+                                          uct_syncmem_ep_lost_status(ep);
     }
 
     /* The last request is unsignalled: nothing would ever report it. */

@@ -14,14 +14,16 @@
 
 /* What the watchdog (syncmem_watchdog.c) saw of an endpoint. */
 typedef struct uct_syncmem_ep_watchdog {
-    uint16_t         sn;            /* OP_TIMEOUT: acked_sn... */
+    uint16_t         sn;            /* OP_TIMEOUT: acked_sn...; idle:
+                                       tx.sn at the last check */
     ucs_time_t       time;          /* ...seen busy since this time */
     ucs_time_t       stall_time;    /* stall: no progress since */
     uint32_t         stall_psn;     /* stall: send PSN seen... */
     uint8_t          stall_psn_valid; /* ...half-way through */
     uint8_t          stalls;        /* stall reconnects of stall_sn */
     uint16_t         stall_sn;      /* the request that stalled */
-    uint8_t          idle_checks;   /* checks in a row it was idle at */
+    uint8_t          idle_checks;   /* checks in a row it posted nothing
+                                       since the one before */
 } uct_syncmem_ep_watchdog_t;
 
 struct uct_syncmem_ep {
@@ -89,7 +91,8 @@ static inline int uct_syncmem_ep_tx_limit(const uct_syncmem_iface_t *iface,
                                           const uct_syncmem_ep_t *ep)
 {
     if (ep->replay.ring == NULL) {
-        return iface->config.tx_queue_len;
+        /* no ring needed; or parked: no room until it is given one */
+        return (ep->replay.stride == 0) ? iface->config.tx_queue_len : 0;
     }
     return ucs_min((int)iface->config.tx_queue_len,
                    (int)(ep->replay.mask + 1u) - UCT_SYNCMEM_REPLAY_SPARE);

@@ -210,6 +210,8 @@ struct uct_syncmem_iface {
                                        * an operation that found the CQ
                                        * starved (cq_starved) or a ring
                                        * full (grow_due) */
+    volatile int       check_tick;    /* the timer's: a check that counts
+                                       * for an endpoint's idleness */
     uint8_t            cq_starved;    /* every CQ entry taken: progress
                                        * asks for completions */
     uint8_t            grow_due;      /* an endpoint's ring was full and

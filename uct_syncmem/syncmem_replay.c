@@ -123,17 +123,23 @@ ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep)
 }
 
 /* Room for one more request on an endpoint whose ring is full: a ring twice
- * as large. UCS_ERR_NO_RESOURCE: no ring, or it holds all the send queue
- * does (a completion gives room back: at most TX_MODERATION - 1 requests in
- * a row are unsignalled, a quarter of the send queue). */
+ * as large, or a parked one's first. UCS_ERR_NO_RESOURCE: requests are not
+ * kept, or the ring holds all the send queue does (a completion gives room
+ * back: at most TX_MODERATION - 1 requests in a row are unsignalled, a
+ * quarter of the send queue). */
 ucs_status_t uct_syncmem_replay_grow(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
     ucs_status_t status;
 
-    if ((ep->replay.ring == NULL) ||
-        (ep->replay.mask + 1u >= uct_syncmem_replay_max(iface))) {
+    if (ep->replay.stride == 0) {
+        return UCS_ERR_NO_RESOURCE;
+    } else if (ep->replay.ring == NULL) {
+        return uct_syncmem_replay_resize(ep, ucs_min(iface->config.ring_min,
+                                                     uct_syncmem_replay_max(
+                                                             iface)));
+    } else if (ep->replay.mask + 1u >= uct_syncmem_replay_max(iface)) {
         return UCS_ERR_NO_RESOURCE;
     }
     status = uct_syncmem_replay_resize(ep, 2 * (ep->replay.mask + 1u));
@@ -143,16 +149,22 @@ ucs_status_t uct_syncmem_replay_grow(uct_syncmem_ep_t *ep)
     return (ep->tx.available > 0) ? UCS_OK : uct_syncmem_replay_grow(ep);
 }
 
-/* An endpoint with nothing outstanding gives back what its ring grew to. */
-void uct_syncmem_replay_shrink(uct_syncmem_ep_t *ep)
+/* An endpoint with nothing outstanding gives its whole ring back: an idle
+ * endpoint keeps no request, so it costs no ring. Its room to send is 0
+ * then, and its next operation answers UCS_ERR_NO_RESOURCE and asks
+ * (ep->replay.wake) for the ring the next progress gives it, as for a ring
+ * found full (uct_syncmem_ep_check_tx); pending_add and an empty write (a
+ * flush's, the keepalive's) take one at once (uct_syncmem_ep_tx_room). */
+void uct_syncmem_replay_park(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
+    int old_limit              = uct_syncmem_ep_tx_limit(iface, ep);
 
-    if ((ep->replay.ring != NULL) &&
-        (ep->replay.mask + 1u > iface->config.ring_min) &&
-        (ep->tx.sn == ep->tx.acked_sn) && ucs_list_is_empty(&ep->db_list)) {
-        (void)uct_syncmem_replay_resize(ep, iface->config.ring_min);
+    if ((ep->replay.ring != NULL) && (ep->tx.sn == ep->tx.acked_sn) &&
+        ucs_list_is_empty(&ep->db_list)) {
+        uct_syncmem_replay_free(&ep->replay);
+        ep->tx.available += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
     }
 }
 
@@ -217,7 +229,7 @@ ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
                                       const uct_syncmem_op_t *op,
                                       ucs_status_t status)
 {
-    if ((status != UCS_OK) || (ep->replay.ring == NULL)) {
+    if ((status != UCS_OK) || (ep->replay.stride == 0)) {
         return status;
     }
 

@@ -43,10 +43,14 @@ typedef struct uct_syncmem_replay {
 /* An endpoint's ring, and the PSNs its requests take. */
 typedef struct uct_syncmem_replay_ring {
     uint8_t          *ring;         /* entry of sn: ring + (sn & mask) *
-                                       stride; NULL: no reconnect */
-    uint32_t         stride;
+                                       stride; NULL: none kept, or
+                                       parked (stride not 0) */
+    uint32_t         stride;        /* 0: requests are not kept */
     uint16_t         mask;
     uint8_t          mtu_shift;     /* log2 of the path MTU */
+    uint8_t          wake;          /* an operation found no room: the
+                                       next progress grows (or gives a
+                                       parked endpoint) its ring */
     uint32_t         next_psn;      /* of the next request posted; its
                                        low 24 bits are the PSN */
 } uct_syncmem_replay_ring_t;
@@ -93,7 +97,7 @@ enum {
 };
 ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep);
 ucs_status_t uct_syncmem_replay_grow(uct_syncmem_ep_t *ep);
-void uct_syncmem_replay_shrink(uct_syncmem_ep_t *ep);
+void uct_syncmem_replay_park(uct_syncmem_ep_t *ep);
 void uct_syncmem_replay_ep_cleanup(uct_syncmem_ep_t *ep);
 void uct_syncmem_replay_destroy_old_qp(uct_syncmem_ep_t *ep);
 ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,

@@ -66,8 +66,9 @@ uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
     } else if ((ep->tx.available <= 0) &&
                (uct_syncmem_ep_tx_limit(iface, ep) <
                 (int)iface->config.tx_queue_len)) {
-        /* a ring that may grow: the next progress grows it (UCP's
-         * pending_add at once) */
+        /* a ring that may grow, or a parked one: the next progress grows
+         * it (UCP's pending_add at once) */
+        ep->replay.wake  = 1;
         iface->grow_due  = 1;
         iface->check_due = 1;
     }

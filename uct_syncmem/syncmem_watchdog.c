@@ -145,20 +145,29 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
 {
     unsigned stalls_left = UCT_SYNCMEM_STALLS_PER_CHECK;
     ucs_time_t now       = ucs_get_time();
+    /* a check the timer asked for: an operation that found no room asks
+     * for one too, and those come as often as operations do */
+    int tick             = iface->check_tick;
     uct_syncmem_ep_t *ep, *expired;
 
-    iface->check_due = 0;
+    iface->check_due  = 0;
+    iface->check_tick = 0;
     if (ucs_unlikely(iface->cq_starved)) {
         uct_syncmem_iface_cq_rescue(iface);
     }
     if (ucs_unlikely(iface->grow_due)) {
-        /* rings that an operation found full (uct_syncmem_ep_check_tx) */
+        /* rings that an operation found full (all full ones: with many
+         * endpoints sending in turn, one pass for each would walk the
+         * list each time), and the parked ones an operation asked for
+         * (uct_syncmem_ep_check_tx) */
         iface->grow_due = 0;
         ucs_list_for_each(ep, &iface->eps, list) {
-            if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
+            if (((ep->replay.ring != NULL) || ep->replay.wake) &&
+                (ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
                 (ep->tx.available <= 0)) {
                 (void)uct_syncmem_replay_grow(ep);
             }
+            ep->replay.wake = 0;
         }
     }
 
@@ -170,10 +179,17 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
                 (uct_syncmem_ep_tx_outstanding(ep) == 0)) {
                 ep->wd.time = 0;
                 ep->wd.stall_time = 0;
-                /* idle at two checks in a row: gives its ring back */
-                if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
-                    (++ep->wd.idle_checks >= 2)) {
-                    uct_syncmem_replay_shrink(ep);
+                /* nothing posted since the timer's last check, two of
+                 * them in a row: gives its ring back (one that sends
+                 * only now and then, nothing outstanding at a check,
+                 * keeps it); wd.sn is the busy branch's again once
+                 * wd.time is 0 */
+                if (ep->wd.sn != ep->tx.sn) {
+                    ep->wd.sn          = ep->tx.sn;
+                    ep->wd.idle_checks = 0;
+                } else if (tick && (ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
+                           (++ep->wd.idle_checks >= 2)) {
+                    uct_syncmem_replay_park(ep);
                     ep->wd.idle_checks = 0;
                 }
                 continue;
@@ -223,7 +239,8 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
 static void uct_syncmem_check_timer(int id, ucs_event_set_types_t events,
                                     void *arg)
 {
-    ((uct_syncmem_iface_t*)arg)->check_due = 1;
+    ((uct_syncmem_iface_t*)arg)->check_tick = 1;
+    ((uct_syncmem_iface_t*)arg)->check_due  = 1;
 }
 
 /* UCX_SYNCMEM_FAULT_QP_ERROR (testing): async timer, lock held. */
@@ -257,6 +274,7 @@ ucs_status_t uct_syncmem_watchdog_init(uct_syncmem_iface_t *iface)
     ucs_status_t status;
 
     iface->check_due   = 0;
+    iface->check_tick  = 0;
     iface->check_id    = -1;
     iface->cm.fault_id = -1;
     if (iface->config.check_interval != UCS_TIME_INFINITY) {

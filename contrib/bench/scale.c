@@ -6,7 +6,8 @@
  * another port, and that peer.
  *
  *   syncmem-run scale -t TL -d DEV:PORT [-D DEV:PORT] -n N[,N...] [-T NAME]
- *                     [-R REP] [-l SAMPLES] [-r OPS] [-s SEC] [-w SEC]
+ *                     [-R REP] [-l SAMPLES] [-r OPS] [-s SEC] [-i SEC]
+ *                     [-w SEC]
  *   scale -H          prints the CSV header
  *
  * TL connects to an iface (syncmem: N endpoints on the client, and the N
@@ -29,7 +30,11 @@
  *    completion, on each endpoint in turn, at least SAMPLES (default 2000);
  *  - rate_ops: put_short of 8 bytes round-robin over all N, OPS of them
  *    (default 100000) or as many as SEC seconds take (default 2), then a
- *    flush of every endpoint: operations per second.
+ *    flush of every endpoint: operations per second;
+ *  - rss_idle_kb_per_ep, heap_idle_kb_per_ep: resident and malloc'd as
+ *    above, after -i seconds (default 3) in which both workers progress
+ *    with nothing to send: what endpoints that stopped sending keep (a
+ *    transport may give back what only traffic needs).
  * Output: a CSV line per N (its header: scale -H), then '# ' lines (the
  * largest N measured, what the devices allow); NAME (default TL) is its
  * transport, REP (default 1) its rep. Every wait gives up after -w seconds
@@ -492,6 +497,20 @@ static int scale_rate(scale_t *s)
     return 0;
 }
 
+/* Both workers progress, nothing posted, for -i seconds */
+static int scale_idle(scale_t *s)
+{
+    double start = now_sec();
+
+    while (now_sec() - start < s->opts->idle_sec) {
+        if (scale_progress(s, start, "idle", 0) != 0) {
+            return -1;
+        }
+        usleep(1000);
+    }
+    return 0;
+}
+
 /* One N, in the child: its numbers into RES, written to FD; 0 when all
  * were measured. Nothing is torn down: the child exits, and the kernel
  * releases its QPs. */
@@ -532,6 +551,12 @@ static int scale_child(const scale_opts_t *opts, unsigned n,
         if (rc == 0) {
             scale_mem(&rss1, &heap1);
             res->rss_traffic_kb = (rss1 - rss0) / n;
+            rc                  = scale_idle(&s);
+        }
+        if (rc == 0) {
+            scale_mem(&rss1, &heap1);
+            res->rss_idle_kb  = (rss1 - rss0) / n;
+            res->heap_idle_kb = (heap1 - heap0) / n;
         }
     }
     if (write(fd, res, sizeof(*res)) != sizeof(*res)) {
@@ -545,7 +570,8 @@ static int scale_run(const scale_opts_t *opts, unsigned n,
                      scale_result_t *res)
 {
     /* a backstop for a hang outside the bounded waits */
-    double limit = 4 * opts->wait_sec + opts->rate_sec + opts->flap_sec + 30;
+    double limit = 4 * opts->wait_sec + opts->rate_sec + opts->flap_sec +
+                   opts->idle_sec + 30;
     struct pollfd pfd = { .events = POLLIN };
     int fds[2], st = 0, polled;
     ssize_t got = 0;
@@ -643,14 +669,15 @@ static int scale_parse_n(scale_opts_t *opts, const char *arg)
 int main(int argc, char **argv)
 {
     scale_opts_t opts = { .rep = 1, .lat_samples = 2000,
-                          .rate_ops = 100000, .rate_sec = 2, .wait_sec = 60 };
+                          .rate_ops = 100000, .rate_sec = 2, .wait_sec = 60,
+                          .idle_sec = 3 };
     int c, bad = 0, failed = 0;
     unsigned i, largest = 0;
     scale_result_t res;
     size_t len;
     char *p;
 
-    while ((c = getopt(argc, argv, "t:T:d:D:n:R:l:r:s:w:F:f:H")) != -1) {
+    while ((c = getopt(argc, argv, "t:T:d:D:n:R:l:r:s:i:w:F:f:H")) != -1) {
         switch (c) {
         case 't': opts.tl          = optarg; break;
         case 'T': opts.name        = optarg; break;
@@ -661,6 +688,7 @@ int main(int argc, char **argv)
         case 'l': opts.lat_samples = atoi(optarg); break;
         case 'r': opts.rate_ops    = atol(optarg); break;
         case 's': opts.rate_sec    = atof(optarg); break;
+        case 'i': opts.idle_sec    = atof(optarg); break;
         case 'w': opts.wait_sec    = atof(optarg); break;
         case 'F': opts.flap_sec    = atof(optarg); break;
         case 'f': opts.flag        = optarg; break;
@@ -670,10 +698,12 @@ int main(int argc, char **argv)
     }
     if (bad || (opts.tl == NULL) || (opts.dev[0] == NULL) ||
         (opts.n_count == 0) || (optind != argc) || (opts.lat_samples == 0) ||
-        (opts.rate_ops == 0) || !(opts.wait_sec > 0)) {
+        (opts.rate_ops == 0) || !(opts.wait_sec > 0) ||
+        !(opts.idle_sec >= 0)) {
         fprintf(stderr, "usage: syncmem-run scale -t TL -d DEV:PORT"
                 " [-D DEV:PORT] -n N[,N...] [-T NAME] [-R REP] [-l SAMPLES]"
-                " [-r OPS] [-s SEC] [-w SEC] [-F SEC [-f FILE]] | scale -H\n");
+                " [-r OPS] [-s SEC] [-i SEC] [-w SEC] [-F SEC [-f FILE]] |"
+                " scale -H\n");
         return 2;
     }
     opts.name   = opts.name ? opts.name : opts.tl;
@@ -692,10 +722,10 @@ int main(int argc, char **argv)
         for (p = res.note; *p != '\0'; ++p) {
             *p = ((*p == ',') || (*p == '\n')) ? ';' : *p;
         }
-        printf("%s,%u,%u,%.1f,%.1f,%.1f,%.1f,%.2f,%.2f,%.0f,%s\n", opts.name,
-               opts.n[i], opts.rep, res.rss_kb, res.rss_traffic_kb,
+        printf("%s,%u,%u,%.1f,%.1f,%.1f,%.1f,%.2f,%.2f,%.0f,%.1f,%.1f,%s\n",
+               opts.name, opts.n[i], opts.rep, res.rss_kb, res.rss_traffic_kb,
                res.heap_kb, res.connect_ms, res.lat_med_us, res.lat_p99_us,
-               res.rate_ops, res.note);
+               res.rate_ops, res.rss_idle_kb, res.heap_idle_kb, res.note);
     }
     if (failed) {
         printf("# %s: largest N measured: %u\n", opts.name, largest);

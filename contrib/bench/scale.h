@@ -14,13 +14,14 @@
 #define SCALE_MAX_N  64
 #define SCALE_HEADER "transport,n,rep,rss_kb_per_ep,rss_traffic_kb_per_ep," \
                      "heap_kb_per_ep,connect_ms,lat_med_us,lat_p99_us," \
-                     "rate_ops,note"
+                     "rate_ops,rss_idle_kb_per_ep,heap_idle_kb_per_ep,note"
 
 typedef struct {
     const char    *tl, *name, *dev[2];  /* dev: the client's, the peer's */
     unsigned      n[SCALE_MAX_N], n_count, rep, lat_samples;
     unsigned long rate_ops;
     double        rate_sec, wait_sec;
+    double        idle_sec;             /* -i: the idle phase */
     double        flap_sec;             /* -F: the stream of scale_flap.c */
     const char    *flag;                /* -f: created once it streams */
 } scale_opts_t;
@@ -28,11 +29,11 @@ typedef struct {
 /* What a child measured; nan what it could not */
 typedef struct {
     double rss_kb, rss_traffic_kb, heap_kb, connect_ms, lat_med_us,
-           lat_p99_us, rate_ops;
+           lat_p99_us, rate_ops, rss_idle_kb, heap_idle_kb;
     char   note[400];
 } scale_result_t;
 
-#define SCALE_RESULT_NONE  { NAN, NAN, NAN, NAN, NAN, NAN, NAN, "" }
+#define SCALE_RESULT_NONE  { NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, "" }
 
 typedef struct scale scale_t;
 

@@ -715,6 +715,10 @@ SCALE_METRICS = [
     ("rss_traffic_kb_per_ep", "Resident memory per endpoint, after the latency "
      "and rate phases (kB)"),
     ("heap_kb_per_ep", "Allocated memory per endpoint (kB; malloc, resident or not)"),
+    ("rss_idle_kb_per_ep", "Resident memory per endpoint, after 3 s without "
+     "traffic (kB)"),
+    ("heap_idle_kb_per_ep", "Allocated memory per endpoint, after 3 s without "
+     "traffic (kB)"),
     ("connect_ms", "Time to connect all N: from the first endpoint created to "
      "the first put completed on each (ms)"),
     ("lat_med_us", "Put latency, median (usec; put_short of 8 B and a flush, "

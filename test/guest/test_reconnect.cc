@@ -6,6 +6,8 @@
 // test_reconnect_order.cc. Across a wire see test_wire.cc.
 #include "syncmem_reconnect_test.h"
 
+#include <unistd.h>
+
 // The QP fails, is resumed, and fails again right after the resume (after
 // `delay` progress calls: some replayed requests done, others in flight),
 // in every round with a different delay, with puts and active messages of
@@ -74,4 +76,60 @@ TEST_F(syncmem_reconnect_test, failures_with_gets_in_flight_lose_no_data)
     check_all();
     printf("%zu operations, %u reconnects\n", m_ops.size(),
            uct_syncmem_ep_reconnects(m_ep));
+}
+
+// An endpoint idle at two watchdog checks gives its whole replay ring back
+// (uct_syncmem_replay_park): an idle endpoint keeps no request, so it costs
+// no ring. Its next operation finds no room, the next progress gives it a
+// ring, and the operation goes out; a keepalive check (uct_ep_check) of a
+// parked endpoint still sends its empty write; and a QP that broke while
+// its endpoint was parked reconnects with the operations that find it so.
+// Every operation, of every kind, lands once with its data.
+class syncmem_replay_park_test : public syncmem_reconnect_test {
+protected:
+    // (a check every 50 ms: RC_STALL_TIMEOUT / 4)
+    config_mods_t sender_mods() const override {
+        return {{"RC_STALL_TIMEOUT", "200ms"}};
+    }
+
+    // Progresses (bounded) until the endpoint's ring is parked.
+    bool wait_parked() {
+        for (long i = 0; i < 100000; ++i) {
+            if (sep()->replay.ring == nullptr) {
+                return true;
+            }
+            progress();
+            usleep(100);
+        }
+        return false;
+    }
+};
+
+TEST_F(syncmem_replay_park_test, idle_endpoint_parks_its_ring_and_sends_again)
+{
+    post_some(24);
+    ASSERT_EQ(UCS_OK, flush_wait());
+    ASSERT_TRUE(wait_parked()) << "never parked: " << ep_state();
+    EXPECT_EQ(0, sep()->tx.available) << "a parked endpoint has no room";
+
+    post_some(24); // the first finds no room, and waits for a progress
+    EXPECT_NE(nullptr, sep()->replay.ring);
+    ASSERT_EQ(UCS_OK, flush_wait());
+    ASSERT_TRUE(wait_parked()) << "never parked again: " << ep_state();
+
+    ASSERT_EQ(UCS_OK, uct_ep_check(m_ep, 0, NULL));
+    EXPECT_NE(nullptr, sep()->replay.ring) << "the keepalive sent nothing";
+    ASSERT_EQ(UCS_OK, flush_wait());
+    ASSERT_TRUE(wait_parked()) << "never parked after the check: "
+                               << ep_state();
+
+    unsigned gen = uct_syncmem_ep_reconnects(m_ep);
+    ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(m_ep));
+    post_some(24);
+    ASSERT_TRUE(wait_reconnected(gen)) << "no reconnect: " << ep_state();
+    ucs_status_t status = flush_wait();
+    // (an atomic of unknown outcome on a new QP is the flush's to report)
+    ASSERT_TRUE((status == UCS_OK) || (status == UCS_ERR_CONNECTION_RESET))
+            << ucs_status_string(status);
+    check_all();
 }

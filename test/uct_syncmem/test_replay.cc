@@ -460,9 +460,10 @@ TEST_F(replay_grow, grows_past_a_drain)
     EXPECT_EQ(3, m_ep->tx.available);
 }
 
-// Idle, it gives back what it grew to, and keeps the last entries; busy
-// or with requests kept for the doorbell, it keeps all.
-TEST_F(replay_grow, shrinks_when_idle)
+// Idle, it gives its whole ring back (parked: no room to send), and the
+// next grow gives it the smallest ring again; busy or with requests kept
+// for the doorbell, it keeps all.
+TEST_F(replay_grow, parks_when_idle)
 {
     init(100);
     for (int i = 0; i < 4; ++i) {
@@ -472,7 +473,7 @@ TEST_F(replay_grow, shrinks_when_idle)
     fill();
     ASSERT_EQ(64u, entries());
 
-    uct_syncmem_replay_shrink(m_ep);
+    uct_syncmem_replay_park(m_ep);
     EXPECT_EQ(64u, entries()); // requests outstanding
 
     m_ep->tx.available += uct_syncmem_ep_tx_outstanding(m_ep);
@@ -480,15 +481,24 @@ TEST_F(replay_grow, shrinks_when_idle)
     ucs_list_link_t db_eps;
     ucs_list_head_init(&db_eps);
     ucs_list_add_tail(&db_eps, &m_ep->db_list);
-    uct_syncmem_replay_shrink(m_ep);
+    uct_syncmem_replay_park(m_ep);
     EXPECT_EQ(64u, entries()); // kept for the doorbell
 
     ucs_list_del(&m_ep->db_list);
     ucs_list_head_init(&m_ep->db_list);
-    uct_syncmem_replay_shrink(m_ep);
+    uct_syncmem_replay_park(m_ep);
+    EXPECT_EQ(nullptr, m_ep->replay.ring);
+    EXPECT_EQ(0, m_ep->tx.available);
+    EXPECT_EQ(0, uct_syncmem_ep_tx_limit(m_iface, m_ep));
+    uct_syncmem_replay_park(m_ep); // parked already: nothing changes
+    EXPECT_EQ(0, m_ep->tx.available);
+
+    ASSERT_EQ(UCS_OK, uct_syncmem_replay_grow(m_ep));
+    ASSERT_NE(nullptr, m_ep->replay.ring);
     EXPECT_EQ(4u, entries());
     EXPECT_EQ(2, m_ep->tx.available);
-    expect_entries(4);
+    fill();
+    expect_entries(2);
 }
 
 // Without reconnect and doorbell there is no ring: the send queue is the
