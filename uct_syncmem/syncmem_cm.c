@@ -476,6 +476,13 @@ static void uct_syncmem_cm_undefer(uct_syncmem_iface_t *iface)
         return; /* none, or the first refused again */
     }
     iface->cm.num_deferred -= n;
+    if (iface->cm.num_deferred == 0) {
+        /* the storm is over: what it took goes back */
+        ucs_free(iface->cm.deferred);
+        iface->cm.deferred     = NULL;
+        iface->cm.max_deferred = 0;
+        return;
+    }
     memmove(iface->cm.deferred, iface->cm.deferred + n,
             iface->cm.num_deferred * sizeof(*iface->cm.deferred));
 }
@@ -637,6 +644,7 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
     iface->cm.half_open    = 0;
     iface->cm.deferred     = NULL;
     iface->cm.num_deferred = 0;
+    iface->cm.max_deferred = 0;
     iface->cm.dropped      = 0;
     iface->cm.refused      = 0;
     iface->cm.drop_report_time = 0;

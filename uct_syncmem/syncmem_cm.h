@@ -53,8 +53,10 @@ typedef struct uct_syncmem_cm {
     struct uct_syncmem_cm_tomb *tombs; /* passive QPs the keepalive freed */
     unsigned         num_tombs;
     unsigned         half_open;      /* passive, no keepalive answered yet */
-    struct uct_syncmem_cm_deferred *deferred; /* REQs refused for room */
+    struct uct_syncmem_cm_deferred *deferred; /* REQs refused for room,
+                                        allocated only while some wait */
     unsigned         num_deferred;
+    unsigned         max_deferred;   /* room in deferred */
     unsigned         dropped;        /* messages dropped, not yet reported */
     unsigned         refused;        /* REQs refused, not yet reported */
     ucs_time_t       drop_report_time;
@@ -75,6 +77,8 @@ void uct_syncmem_cm_send_rtu(uct_syncmem_ep_t *ep);
 /* Released connections are remembered for as long as a reconnect may still
  * name them (syncmem_cm_msg.c); this many at most, a memory bound. */
 #define UCT_SYNCMEM_CM_TOMBS    4096
+/* REQs kept for room, per CM_MAX_HALF_OPEN (uct_syncmem_cm_defer) */
+#define UCT_SYNCMEM_CM_DEFER_FACTOR 8
 #define UCT_SYNCMEM_QPN_MAX     0xffffffu   /* QP numbers are 24 bits */
 
 enum {

@@ -350,32 +350,46 @@ void uct_syncmem_cm_tombs_free(uct_syncmem_iface_t *iface)
  * A connection storm (many endpoints to one iface at once) finds the
  * half-open connections at their limit until keepalive writes confirm
  * them, which takes a round trip. A REQ refused then would wait for its
- * retransmission (CM_TIMEOUT); kept instead, it is accepted as soon as
- * there is room (uct_syncmem_cm_undefer). As many as one sender may hold
- * half-open are kept, so a flood takes no more memory than that.
+ * retransmission (CM_TIMEOUT, in waves: a thousand endpoints of one
+ * sender took 1.6 times rc_verbs' time to connect); kept instead, it is
+ * accepted as soon as there is room (uct_syncmem_cm_undefer). A kept REQ
+ * is a hundred bytes and no QP: UCT_SYNCMEM_CM_DEFER_FACTOR times
+ * CM_MAX_HALF_OPEN of them are kept, one sender's at most half of them,
+ * so that a flood from one leaves room for the others.
  */
 int uct_syncmem_cm_defer(uct_syncmem_iface_t *iface,
                          const uct_syncmem_cm_msg_t *msg,
                          const uct_syncmem_port_t *peer)
 {
-    unsigned max = ucs_max(1, iface->config.cm_max_half_open / 2);
+    unsigned max  = UCT_SYNCMEM_CM_DEFER_FACTOR *
+                    iface->config.cm_max_half_open;
+    unsigned mine = 0;
     uct_syncmem_cm_deferred_t *d;
     unsigned i;
 
     for (i = 0; i < iface->cm.num_deferred; ++i) {
         d = &iface->cm.deferred[i];
-        if ((d->msg.src_iface_id == msg->src_iface_id) &&
-            (d->msg.conn_id == msg->conn_id)) {
+        if (d->msg.src_iface_id != msg->src_iface_id) {
+            continue;
+        } else if (d->msg.conn_id == msg->conn_id) {
             d->msg  = *msg; /* a retransmission, or a later generation */
             d->peer = *peer;
             return 1;
         }
+        ++mine;
     }
-    if (iface->cm.deferred == NULL) {
-        iface->cm.deferred = ucs_malloc(max * sizeof(*d), "syncmem_deferred");
-    }
-    if ((iface->cm.deferred == NULL) || (iface->cm.num_deferred >= max)) {
+    if ((iface->cm.num_deferred >= max) || (mine >= max / 2)) {
         return 0;
+    } else if (iface->cm.num_deferred == iface->cm.max_deferred) {
+        /* grown as a storm needs it, given back when it is over */
+        i = ucs_min(max, ucs_max(16, 2 * iface->cm.max_deferred));
+        d = ucs_realloc(iface->cm.deferred, i * sizeof(*d),
+                        "syncmem_deferred");
+        if (d == NULL) {
+            return 0;
+        }
+        iface->cm.deferred     = d;
+        iface->cm.max_deferred = i;
     }
     d       = &iface->cm.deferred[iface->cm.num_deferred++];
     d->msg  = *msg;

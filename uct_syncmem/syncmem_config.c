@@ -108,8 +108,9 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
     {"CM_MAX_HALF_OPEN", "256",
      "Connections this iface accepted whose initiator no keepalive write has\n"
      "reached yet (each holds a QP); one sender may hold at most half of them.\n"
-     "Connection requests beyond that wait for room (half as many again),\n"
-     "more are dropped (the initiator retries), and the half-open ones are\n"
+     "Connection requests beyond that wait for room (8 times as many, one\n"
+     "sender's at most half of them: about 100 bytes each, no QP), more are\n"
+     "dropped (the initiator retries), and the half-open ones are\n"
      "checked at once, so that those with no peer behind them are released.\n"
      "Bounds what a flood of requests can take.",
      ucs_offsetof(uct_syncmem_iface_config_t, cm_max_half_open),

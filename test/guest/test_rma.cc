@@ -585,7 +585,7 @@ TEST_F(syncmem_rma_test, connections_to_one_host_share_an_address_handle)
 // acted on, would leave an endpoint unconnected.)
 TEST_F(syncmem_rma_test, connect_storm_waits_at_the_target_for_room)
 {
-    const unsigned num_eps = 4; // 2 half-open at once, 2 kept for room
+    const unsigned num_eps = 12; // 2 half-open at once, 10 kept for room
     uct_iface_h from, to;
     ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &from,
                                  {{"CM_TIMEOUT", "1000s"}}));

@@ -187,18 +187,36 @@ TEST_F(cm, refused_reqs_kept_for_room_up_to_a_senders_share)
         return uct_syncmem_cm_defer(m_iface, &m, &peer);
     };
 
+    // CM_MAX_HALF_OPEN 4: 32 kept, 16 of one sender
+    const unsigned share = UCT_SYNCMEM_CM_DEFER_FACTOR * 4 / 2;
     EXPECT_EQ(1, defer(7, 0));
     EXPECT_EQ(1, defer(7, 0)); // a retransmission: the same entry
-    EXPECT_EQ(1, defer(8, 0));
-    EXPECT_EQ(2u, m_iface->cm.num_deferred);
-    EXPECT_EQ(0, defer(9, 0)); // full: refused
-    EXPECT_EQ(1, defer(7, 1)); // a later generation replaces its entry
-    ASSERT_EQ(2u, m_iface->cm.num_deferred);
+    EXPECT_EQ(1u, m_iface->cm.num_deferred);
+    for (unsigned conn = 8; conn < 7 + share; ++conn) {
+        EXPECT_EQ(1, defer(conn, 0)) << conn;
+    }
+    EXPECT_EQ(share, m_iface->cm.num_deferred);
+    EXPECT_EQ(0, defer(100, 0)); // the sender's share is full: refused
+    EXPECT_EQ(1, defer(7, 1));   // a later generation replaces its entry
+    ASSERT_EQ(share, m_iface->cm.num_deferred);
     EXPECT_EQ(7u, m_iface->cm.deferred[0].msg.conn_id);
     EXPECT_EQ(1u, m_iface->cm.deferred[0].msg.gen);
     EXPECT_EQ(8u, m_iface->cm.deferred[1].msg.conn_id);
     EXPECT_EQ(0, memcmp(&peer.gid, &m_iface->cm.deferred[1].peer.gid,
                         sizeof(peer.gid)));
+
+    // another sender has its own share, up to the whole
+    for (unsigned conn = 0; conn < share; ++conn) {
+        std::vector<uint8_t> buf = msg(UCT_SYNCMEM_CM_REQ, 0x41, conn, 0);
+        ASSERT_EQ(UCS_OK, uct_syncmem_cm_msg_parse(m_iface, buf.data(),
+                                                   UCT_SYNCMEM_CM_GRH_LEN +
+                                                   buf.size(), 0x41, &m,
+                                                   &peer));
+        m.src_iface_id = 0xdef;
+        EXPECT_EQ(1, uct_syncmem_cm_defer(m_iface, &m, &peer)) << conn;
+    }
+    EXPECT_EQ(2 * share, m_iface->cm.num_deferred);
+    EXPECT_EQ(0, defer(101, 0)); // all full
 }
 
 // An RTU asks the target to probe a half-open connection now: believed
