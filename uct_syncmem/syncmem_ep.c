@@ -57,7 +57,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     self->amo_inflight     = 0;
     self->tx.sn            = 0;
     self->tx.acked_sn      = 0;
-    self->tx.signaled_sn   = 0;
+    self->tx.sig_sn        = 1; /* idle: the first request is signalled */
     self->tx.rung_sn       = 0;
     self->cm.gen           = 0;
     ucs_list_head_init(&self->db_list);
@@ -180,7 +180,7 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
     }
 
     /* The last request is unsignalled: nothing would ever report it. */
-    if (uct_syncmem_ep_last_unsignaled(ep) &&
+    if (uct_syncmem_ep_last_unsignaled(iface, ep) &&
         (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
         status = uct_syncmem_ep_check_tx(iface, ep);
         if (status != UCS_OK) {

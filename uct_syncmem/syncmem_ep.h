@@ -44,7 +44,10 @@ struct uct_syncmem_ep {
                                            some wait for the doorbell (in
                                            db_list): uct_syncmem_ep_rung_sn */
         uint16_t         acked_sn;      /* of the last completed request */
-        uint16_t         signaled_sn;   /* of the last signalled request */
+        uint16_t         sig_sn;        /* the next request signalled anyway:
+                                           TX_MODERATION after the last
+                                           signalled one, or the first
+                                           after the endpoint was idle */
         ucs_queue_head_t outstanding;   /* uct_syncmem_op_t, by sn */
     } tx;
     uct_syncmem_replay_ring_t replay;   /* syncmem_replay.h */

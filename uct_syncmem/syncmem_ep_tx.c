@@ -48,6 +48,9 @@ void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
     ep->tx.available    += count;
     iface->cq_available += count;
     ep->tx.acked_sn      = sn;
+    if (sn == ep->tx.sn) {
+        ep->tx.sig_sn = sn + 1; /* idle: the next request is signalled */
+    }
     if (ucs_unlikely(ep->reconnect.ran_valid) &&
         UCS_CIRCULAR_COMPARE16(sn, >=, (uint16_t)(ep->reconnect.ran_end - 1))) {
         ep->reconnect.ran_valid = 0; /* all that the peer said ran are done */

@@ -182,7 +182,8 @@ struct uct_syncmem_iface {
     struct {
         unsigned       tx_queue_len;
         unsigned       ring_min;        /* entries a replay ring starts with */
-        unsigned       tx_signal_mask;  /* TX_MODERATION - 1, a power of 2 */
+        unsigned       tx_signal_every; /* TX_MODERATION, at most a quarter
+                                           of the send queue */
         unsigned       db_batch;        /* 1: ring on every request */
         unsigned       max_inline;
         unsigned       max_sge;

@@ -519,6 +519,8 @@ static void uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
 ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
                                      uint16_t count, int how)
 {
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
     struct ibv_send_wr wrs[UCT_SYNCMEM_REPLAY_BATCH], *bad_wr;
     struct ibv_sge sges[UCT_SYNCMEM_REPLAY_BATCH];
     uint16_t sn = first;
@@ -536,7 +538,7 @@ ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
         if ((how != UCT_SYNCMEM_POST_RING) && (count == 0)) {
             /* a flush may wait on the last one: it must complete */
             wrs[n - 1].send_flags |= IBV_SEND_SIGNALED;
-            ep->tx.signaled_sn     = sn - 1;
+            ep->tx.sig_sn          = sn - 1 + iface->config.tx_signal_every;
         }
         ret = ibv_post_send(ep->qp, wrs, &bad_wr);
         if (ret) {

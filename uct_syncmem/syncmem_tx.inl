@@ -206,17 +206,22 @@ uct_syncmem_am_imm(const uct_syncmem_ep_t *ep, uint8_t id)
 
 /*
  * The send flags of request sn: signalled when an op waits on it (a user
- * completion, fetched data), and otherwise every tx_moderation requests
- * (a power of 2) so that send queue slots come back; a completion retires
- * every request up to it, because RC completes in order. Fenced when asked.
+ * completion, fetched data), and otherwise at tx.sig_sn: TX_MODERATION
+ * requests after the last signalled one, so that send queue slots come
+ * back (a completion retires every request up to it, because RC completes
+ * in order), or the first request after the endpoint was idle. Then a put
+ * and a flush (UCP's put and flush, MPI's put and MPI_Win_flush) is one
+ * request: an unsignalled put would make the flush post an empty write
+ * after it, two requests on the wire (1.7 times the latency on
+ * Soft-RoCE). Fenced when asked.
  */
 static UCS_F_ALWAYS_INLINE unsigned
 uct_syncmem_ep_tx_flags(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
                         unsigned flags, int signal, unsigned sn)
 {
-    if (signal || !(sn & iface->config.tx_signal_mask)) {
-        flags              |= IBV_SEND_SIGNALED;
-        ep->tx.signaled_sn  = sn;
+    if (signal || ((uint16_t)sn == ep->tx.sig_sn)) {
+        flags         |= IBV_SEND_SIGNALED;
+        ep->tx.sig_sn  = sn + iface->config.tx_signal_every;
     }
     if (ucs_unlikely(ep->fence)) {
         flags     |= IBV_SEND_FENCE;
@@ -225,12 +230,16 @@ uct_syncmem_ep_tx_flags(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     return flags;
 }
 
-/* Was the last request posted unsignalled? Then nothing would report it
- * (a flush or the watchdog posts a signalled one after it). */
+/* Is the last request outstanding, and was it posted unsignalled? Then
+ * nothing would report it (a flush or the watchdog posts a signalled one
+ * after it). */
 static UCS_F_ALWAYS_INLINE int
-uct_syncmem_ep_last_unsignaled(const uct_syncmem_ep_t *ep)
+uct_syncmem_ep_last_unsignaled(const uct_syncmem_iface_t *iface,
+                               const uct_syncmem_ep_t *ep)
 {
-    return ep->tx.signaled_sn != ep->tx.sn;
+    return (ep->tx.sn != ep->tx.acked_sn) &&
+           ((uint16_t)(ep->tx.sig_sn - iface->config.tx_signal_every) !=
+            ep->tx.sn);
 }
 
 /* Request sn takes its send queue slot and CQ entry (the caller checked

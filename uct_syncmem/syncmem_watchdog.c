@@ -132,7 +132,7 @@ static void uct_syncmem_iface_cq_rescue(uct_syncmem_iface_t *iface)
             break;
         }
         if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
-            uct_syncmem_ep_last_unsignaled(ep) &&
+            uct_syncmem_ep_last_unsignaled(iface, ep) &&
             ((ep->tx.available > 0) ||
              (uct_syncmem_replay_grow(ep) == UCS_OK))) {
             uct_syncmem_ep_post_nop(iface, ep);
@@ -206,7 +206,7 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
                 ep->wd.stall_time      = now;
                 ep->wd.stall_psn_valid = 0;
                 /* requests that completed unsignalled would never say so */
-                if (uct_syncmem_ep_last_unsignaled(ep) &&
+                if (uct_syncmem_ep_last_unsignaled(iface, ep) &&
                     uct_syncmem_ep_tx_room(iface, ep)) {
                     uct_syncmem_ep_post_nop(iface, ep);
                     uct_syncmem_ep_ring(ep);

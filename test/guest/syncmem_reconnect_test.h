@@ -407,12 +407,12 @@ protected:
         char buf[512];
 
         snprintf(buf, sizeof(buf),
-                 "ep state %d tx.sn %u acked_sn %u signaled_sn %u"
+                 "ep state %d tx.sn %u acked_sn %u sig_sn %u"
                  " available %d outstanding %zu; fail_sn %u old_last_sn %u"
                  " lost %u; QP 0x%x state %d, old QP %s (state %d);"
                  " cm.rep %d gen %u",
                  ep->state, ep->tx.sn, ep->tx.acked_sn,
-                 ep->tx.signaled_sn, ep->tx.available,
+                 ep->tx.sig_sn, ep->tx.available,
                  ucs_queue_length(&ep->tx.outstanding), ep->reconnect.fail_sn,
                  ep->reconnect.old_last_sn, ep->lost.count, ep->qp->qp_num,
                  (int)uct_syncmem_qp_query(ep->qp, &rq_psn),
