@@ -364,8 +364,8 @@ int uct_syncmem_cm_defer(uct_syncmem_iface_t *iface,
     unsigned max  = UCT_SYNCMEM_CM_DEFER_FACTOR *
                     iface->config.cm_max_half_open;
     unsigned mine = 0;
-    uct_syncmem_cm_deferred_t *d;
-    unsigned i;
+    uct_syncmem_cm_deferred_t *d, *grown;
+    unsigned i, room;
 
     for (i = 0; i < iface->cm.num_deferred; ++i) {
         d = &iface->cm.deferred[i];
@@ -382,14 +382,14 @@ int uct_syncmem_cm_defer(uct_syncmem_iface_t *iface,
         return 0;
     } else if (iface->cm.num_deferred == iface->cm.max_deferred) {
         /* grown as a storm needs it, given back when it is over */
-        i = ucs_min(max, ucs_max(16, 2 * iface->cm.max_deferred));
-        d = ucs_realloc(iface->cm.deferred, i * sizeof(*d),
-                        "syncmem_deferred");
-        if (d == NULL) {
+        room  = ucs_min(max, ucs_max(16, 2 * iface->cm.max_deferred));
+        grown = ucs_realloc(iface->cm.deferred, room * sizeof(*grown),
+                            "syncmem_deferred");
+        if (grown == NULL) {
             return 0;
         }
-        iface->cm.deferred     = d;
-        iface->cm.max_deferred = i;
+        iface->cm.deferred     = grown;
+        iface->cm.max_deferred = room;
     }
     d       = &iface->cm.deferred[iface->cm.num_deferred++];
     d->msg  = *msg;

@@ -159,12 +159,12 @@ void uct_syncmem_replay_park(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
-    int old_limit              = uct_syncmem_ep_tx_limit(iface, ep);
 
     if ((ep->replay.ring != NULL) && (ep->tx.sn == ep->tx.acked_sn) &&
         ucs_list_is_empty(&ep->db_list)) {
         uct_syncmem_replay_free(&ep->replay);
-        ep->tx.available += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
+        /* nothing outstanding: the room is the limit, now 0 */
+        ep->tx.available = uct_syncmem_ep_tx_limit(iface, ep);
     }
 }
 
