@@ -330,11 +330,15 @@ uct_syncmem_ep_am_short_inl(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         return status;
     }
 
+    /* the slot is taken first: what the check loaded dies here, and after
+     * the copy below only ep is live (no register saved on the way) */
     sn             = ep->tx.sn + 1u;
+    uct_syncmem_ep_tx_take(iface, ep, sn);
     wr->wr_id      = sn;
     wr->send_flags = uct_syncmem_ep_tx_flags(iface, ep, IBV_SEND_INLINE, 0,
                                              sn);
-    wr->imm_data   = uct_syncmem_am_imm(ep, id);
+    wr->imm_data   = uct_syncmem_am_imm_sn(sn, id);
+    UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, sizeof(hdr) + length);
     if (!ring) {
         /* inline: copied while posting, so &hdr may live on this stack */
         sge[0].addr   = (uintptr_t)&hdr;
@@ -342,23 +346,24 @@ uct_syncmem_ep_am_short_inl(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         sge[1].addr   = (uintptr_t)payload;
         sge[1].length = length;
         wr->num_sge   = 2;
-    } else {
-        /* the one copy a replay needs; the request is posted from it */
-        e             = uct_syncmem_replay_inline(ep, sn, IBV_WR_SEND_WITH_IMM,
-                                                  wr->send_flags,
-                                                  sizeof(hdr) + length);
-        e->imm_data   = wr->imm_data;
-        e->data[0]    = hdr;
-        sge[0].addr   = (uintptr_t)e->data;
-        sge[0].length = sizeof(hdr) + length;
-        wr->num_sge   = 1;
-        if (length != 0) { /* no payload may come as NULL */
-            memcpy(&e->data[1], payload, length);
-        }
+        return uct_syncmem_ep_post_wr(iface, ep, wr, NULL, sn, batch);
     }
-    UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, sizeof(hdr) + length);
-    uct_syncmem_ep_tx_take(iface, ep, sn);
-    return uct_syncmem_ep_post_wr(iface, ep, wr, NULL, sn, batch);
+
+    /* the one copy a replay needs; the request is posted from it */
+    e             = uct_syncmem_replay_inline(ep, sn, IBV_WR_SEND_WITH_IMM,
+                                              wr->send_flags,
+                                              sizeof(hdr) + length);
+    e->imm_data   = wr->imm_data;
+    e->data[0]    = hdr;
+    sge[0].addr   = (uintptr_t)e->data;
+    sge[0].length = sizeof(hdr) + length;
+    wr->num_sge   = 1;
+    if (length != 0) { /* no payload may come as NULL */
+        memcpy(&e->data[1], payload, length);
+    }
+    iface = ucs_derived_of(ep->super.super.iface, uct_syncmem_iface_t);
+    return uct_syncmem_ep_post_wr(iface, ep, &iface->inl_am.wr, NULL, sn,
+                                  batch);
 }
 
 ucs_status_t uct_syncmem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,

@@ -88,17 +88,38 @@ static inline uint16_t uct_syncmem_ep_tx_outstanding(const uct_syncmem_ep_t *ep)
 }
 
 /* Requests ep may have outstanding now: tx.available is this less those
- * outstanding. A replay ring bounds it by what it holds, and grows as
- * more are in flight (syncmem_replay.c). */
+ * outstanding. None unless connected, so that the room to send says it
+ * alone and the fast path never reads the state; whatever changes the
+ * limit moves tx.available by as much (the state: uct_syncmem_ep_set_state;
+ * the ring: syncmem_replay.c). A replay ring bounds it by what it holds,
+ * and grows as more are in flight. */
 static inline int uct_syncmem_ep_tx_limit(const uct_syncmem_iface_t *iface,
                                           const uct_syncmem_ep_t *ep)
 {
-    if (ep->replay.ring == NULL) {
+    if (ep->state != UCT_SYNCMEM_EP_CONNECTED) {
+        return 0;
+    } else if (ep->replay.ring == NULL) {
         /* no ring needed; or parked: no room until it is given one */
         return (ep->replay.stride == 0) ? iface->config.tx_queue_len : 0;
     }
     return ucs_min((int)iface->config.tx_queue_len,
                    (int)(ep->replay.mask + 1u) - UCT_SYNCMEM_REPLAY_SPARE);
+}
+
+/* The only place the state changes. The iface watches the handshake's
+ * timers only while endpoints connect; the room to send is there only
+ * while connected (uct_syncmem_ep_tx_limit). */
+static inline void uct_syncmem_ep_set_state(uct_syncmem_ep_t *ep,
+                                            uint8_t state)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    int old_limit              = uct_syncmem_ep_tx_limit(iface, ep);
+
+    iface->cm.connecting += uct_syncmem_ep_state_connecting(state) -
+                            uct_syncmem_ep_state_connecting(ep->state);
+    ep->state             = state;
+    ep->tx.available     += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
 }
 
 /* syncmem_ep_tx.c */

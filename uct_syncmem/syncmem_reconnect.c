@@ -254,17 +254,6 @@ static ucs_status_t uct_syncmem_reconnect_restart(uct_syncmem_ep_t *ep)
     return UCS_OK;
 }
 
-/* The iface watches the handshake's timers only while endpoints connect. */
-static void uct_syncmem_ep_set_state(uct_syncmem_ep_t *ep, uint8_t state)
-{
-    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
-                                                uct_syncmem_iface_t);
-
-    iface->cm.connecting += uct_syncmem_ep_state_connecting(state) -
-                            uct_syncmem_ep_state_connecting(ep->state);
-    ep->state             = state;
-}
-
 /* What the guards read, now. */
 static void uct_syncmem_ep_fsm_inputs(const uct_syncmem_ep_t *ep,
                                       const struct ibv_wc *wc, uint8_t rep,

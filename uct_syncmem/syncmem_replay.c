@@ -133,8 +133,8 @@ ucs_status_t uct_syncmem_replay_grow(uct_syncmem_ep_t *ep)
                                                 uct_syncmem_iface_t);
     ucs_status_t status;
 
-    if (ep->replay.stride == 0) {
-        return UCS_ERR_NO_RESOURCE;
+    if ((ep->replay.stride == 0) || (ep->state != UCT_SYNCMEM_EP_CONNECTED)) {
+        return UCS_ERR_NO_RESOURCE; /* no room grows while not connected */
     } else if (ep->replay.ring == NULL) {
         return uct_syncmem_replay_resize(ep, ucs_min(iface->config.ring_min,
                                                      uct_syncmem_replay_max(

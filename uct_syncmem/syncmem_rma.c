@@ -42,7 +42,10 @@ uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
         return status;
     }
 
-    sn                           = ep->tx.sn + 1u;
+    /* the slot is taken first: what the check loaded dies here, and after
+     * the copy below only ep is live (no register saved on the way) */
+    sn = ep->tx.sn + 1u;
+    uct_syncmem_ep_tx_take(iface, ep, sn);
     wr->wr_id                    = sn;
     wr->send_flags               = uct_syncmem_ep_tx_flags(iface, ep,
                                                            IBV_SEND_INLINE, 0,
@@ -54,20 +57,21 @@ uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
     if (!ring) {
         /* inline: the CPU copies the data, no lkey needed */
         iface->inl_put.sge[0].addr = (uintptr_t)buffer;
-    } else {
-        /* the one copy a replay needs; the request is posted from it */
-        e                          = uct_syncmem_replay_inline(ep, sn,
-                                                    IBV_WR_RDMA_WRITE,
-                                                    wr->send_flags, length);
-        e->remote_addr             = remote_addr;
-        e->rkey                    = rkey;
-        iface->inl_put.sge[0].addr = (uintptr_t)e->data;
-        if (ucs_likely(length != 0)) { /* an empty put may have no buffer */
-            memcpy(e->data, buffer, length);
-        }
-        UCT_SYNCMEM_RELOAD(iface);
+        return uct_syncmem_ep_post_wr(iface, ep, wr, NULL, sn, batch);
     }
-    uct_syncmem_ep_tx_take(iface, ep, sn);
+
+    /* the one copy a replay needs; the request is posted from it */
+    e                          = uct_syncmem_replay_inline(ep, sn,
+                                                           IBV_WR_RDMA_WRITE,
+                                                           wr->send_flags,
+                                                           length);
+    e->remote_addr             = remote_addr;
+    e->rkey                    = rkey;
+    iface->inl_put.sge[0].addr = (uintptr_t)e->data;
+    if (ucs_likely(length != 0)) { /* an empty put may have no buffer */
+        memcpy(e->data, buffer, length);
+    }
+    iface = ucs_derived_of(ep->super.super.iface, uct_syncmem_iface_t);
     return uct_syncmem_ep_post_wr(iface, ep, &iface->inl_put.wr, NULL, sn,
                                   batch);
 }

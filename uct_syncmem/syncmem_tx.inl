@@ -20,12 +20,12 @@
  */
 #define UCT_SYNCMEM_RELOAD(_ptr) __asm__("" : "+r"(_ptr))
 
-/* Room for one more send on this endpoint now? */
+/* Room for one more send on this endpoint now? (None unless connected:
+ * uct_syncmem_ep_tx_limit.) */
 static UCS_F_ALWAYS_INLINE int
 uct_syncmem_ep_has_tx_res(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 {
-    return (ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
-           (ep->tx.available > 0) && (iface->cq_available > 0);
+    return (ep->tx.available > 0) && (iface->cq_available > 0);
 }
 
 /* The same off the fast path (pending, flush, check, watchdog): a full
@@ -63,7 +63,8 @@ uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
          * the next progress asks (uct_syncmem_iface_cq_rescue) */
         iface->cq_starved = 1;
         iface->check_due  = 1;
-    } else if ((ep->tx.available <= 0) &&
+    } else if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
+               (ep->tx.available <= 0) &&
                (uct_syncmem_ep_tx_limit(iface, ep) <
                 (int)iface->config.tx_queue_len)) {
         /* a ring that may grow, or a parked one: the next progress grows
@@ -76,10 +77,10 @@ uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 }
 
 /* ibv_post_send failed: the QP is broken. Give back what the post took;
- * kept out of line so that the fast path keeps no more state across it. */
+ * kept out of line, and told only of ep (not of the request), so that the
+ * fast path keeps nothing but ep across the post. */
 static UCS_F_NOINLINE ucs_status_t
-uct_syncmem_ep_post_failed(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
-                           int ret)
+uct_syncmem_ep_post_failed(uct_syncmem_ep_t *ep, int ret)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
@@ -87,8 +88,9 @@ uct_syncmem_ep_post_failed(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
     --ep->tx.sn;
     ++ep->tx.available;
     ++iface->cq_available;
-    ucs_error("syncmem: ibv_post_send(QP 0x%x, opcode %d) failed: %s",
-              ep->qp->qp_num, wr->opcode, strerror(ret));
+    ucs_error("syncmem: ibv_post_send(QP 0x%x, request %u) failed: %s",
+              ep->qp->qp_num, (unsigned)(uint16_t)(ep->tx.sn + 1),
+              strerror(ret));
     return UCS_ERR_IO_ERROR;
 }
 
@@ -196,12 +198,18 @@ uct_syncmem_replay_save(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
     }
 }
 
-/* Immediate data of an AM that ep posts next (layout in syncmem.h). */
+/* Immediate data of AM id posted as request sn (layout in syncmem.h). */
+static UCS_F_ALWAYS_INLINE uint32_t uct_syncmem_am_imm_sn(unsigned sn,
+                                                         uint8_t id)
+{
+    return htonl(id | ((uint32_t)(uint16_t)sn << UCT_SYNCMEM_AM_IMM_SN_SHIFT));
+}
+
+/* The same for the AM that ep posts next. */
 static UCS_F_ALWAYS_INLINE uint32_t
 uct_syncmem_am_imm(const uct_syncmem_ep_t *ep, uint8_t id)
 {
-    return htonl(id | ((uint32_t)(uint16_t)(ep->tx.sn + 1)
-                       << UCT_SYNCMEM_AM_IMM_SN_SHIFT));
+    return uct_syncmem_am_imm_sn(ep->tx.sn + 1u, id);
 }
 
 /*
@@ -290,7 +298,7 @@ uct_syncmem_ep_post_wr(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
 
     ret = ibv_post_send(ep->qp, wr, &ep->bad_wr);
     if (ucs_unlikely(ret != 0)) {
-        return uct_syncmem_ep_post_failed(ep, wr, ret);
+        return uct_syncmem_ep_post_failed(ep, ret);
     }
     if (op != NULL) {
         ucs_queue_push(&ep->tx.outstanding, &op->queue);

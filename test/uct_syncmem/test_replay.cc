@@ -358,7 +358,7 @@ TEST_F(replay_ring, what_the_peer_ran)
 namespace {
 
 // A ring that starts small and grows with what is in flight
-// (uct_syncmem_replay_grow, _shrink): the room to send follows it, and the
+// (uct_syncmem_replay_grow, _park): the room to send follows it, and the
 // entries of the last requests survive every move.
 class replay_grow : public ::testing::Test {
 protected:
@@ -374,6 +374,7 @@ protected:
         m_iface->config.replay_data  = 128;
         m_iface->config.ring_min     = 4;  // TX_RING_MIN 2
         m_ep->super.super.iface      = &m_iface->super.super;
+        m_ep->state                  = UCT_SYNCMEM_EP_CONNECTED;
         ucs_list_head_init(&m_ep->db_list);
     }
 
@@ -499,6 +500,39 @@ TEST_F(replay_grow, parks_when_idle)
     EXPECT_EQ(2, m_ep->tx.available);
     fill();
     expect_entries(2);
+}
+
+// The room to send is there only while connected (the fast path reads no
+// state): leaving CONNECTED takes the limit away, with the requests still
+// outstanding counted, and coming back gives it back; no ring grows in
+// between.
+TEST_F(replay_grow, room_only_while_connected)
+{
+    m_ep->state            = UCT_SYNCMEM_EP_CONNECTING;
+    m_iface->cm.connecting = 1; // as uct_syncmem_ep_t_init counts it
+    init(40);
+    EXPECT_EQ(0, m_ep->tx.available);
+    uct_syncmem_ep_set_state(m_ep, UCT_SYNCMEM_EP_CONNECTED);
+    EXPECT_EQ(2, m_ep->tx.available);
+
+    fill();
+    EXPECT_EQ(0, m_ep->tx.available);
+    uct_syncmem_ep_set_state(m_ep, UCT_SYNCMEM_EP_RECONN_WAIT_BOTH);
+    EXPECT_EQ(-2, m_ep->tx.available);
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, uct_syncmem_replay_grow(m_ep));
+    EXPECT_EQ(4u, entries());
+
+    ++m_ep->tx.acked_sn; // one completes while reconnecting
+    ++m_ep->tx.available;
+    uct_syncmem_ep_set_state(m_ep, UCT_SYNCMEM_EP_CONNECTED);
+    EXPECT_EQ(1, m_ep->tx.available);
+    ASSERT_EQ(UCS_OK, uct_syncmem_replay_grow(m_ep)); // full again: grows
+    EXPECT_EQ(8u, entries());
+    EXPECT_EQ(5, m_ep->tx.available);
+
+    uct_syncmem_ep_set_state(m_ep, UCT_SYNCMEM_EP_FAILED);
+    EXPECT_EQ(-1, m_ep->tx.available);
+    EXPECT_EQ(0u, m_iface->cm.connecting);
 }
 
 // Without reconnect and doorbell there is no ring: the send queue is the
