@@ -43,8 +43,8 @@
 #
 # --markdown FILE (repeatable) also writes the tables into FILE, each block
 # headed by the date, kernel and UCX of the run: only between FILE's
-# '<!-- BEGIN generated: bench tables|bench summary|bench scale|bench
-# mpi_scale -->' and '<!-- END generated -->' lines if it has them
+# '<!-- BEGIN generated: bench tables|bench callgrind|bench summary|bench
+# scale|bench mpi_scale -->' and '<!-- END generated -->' lines if it has them
 # (doc/benchmarks.md, README.md; a block of sections the run did not make
 # stays as it was),
 # else the whole file; and the plots, which those blocks show, into

@@ -55,7 +55,8 @@ has no rows, or a cell has no measured run; 2 on a bad call.
 Without --markdown the tables go to standard output. With --markdown FILE
 (repeatable), FILE gets them: if FILE has marker lines
 
-  <!-- BEGIN generated: bench tables -->     (every bench table)
+  <!-- BEGIN generated: bench tables -->     (the main job's tables)
+  <!-- BEGIN generated: bench callgrind -->  (its instruction counts)
   <!-- BEGIN generated: bench summary -->    (the README's one table)
   <!-- BEGIN generated: bench scale -->      (the scale section's tables)
   <!-- BEGIN generated: bench mpi_scale -->  (the mpi_scale section's)
@@ -630,15 +631,16 @@ def bench_blocks(d):
         if only:
             summary = main_table(res, runs, only)
     cg = section("callgrind", "callgrind.csv")
+    cg_text = None
     if cg:
-        parts.append("#### Instructions per call (callgrind)\n\n"
-                     "User-space instructions per call of the transport's entry point, "
-                     "everything below it included; own: the transport's library "
-                     "alone. `syncmem`: its defaults (reconnect on); `syncmem_norc`: "
-                     "`UCX_SYNCMEM_RECONNECT=n`; `syncmem_db16`: doorbell batching, "
-                     "16 a doorbell.\n\n" +
-                     "All instructions:\n\n%s\nOwn instructions:\n\n%s"
-                     % tuple(callgrind_tables(cg, runs)))
+        cg_text = ("#### Instructions per call (callgrind)\n\n"
+                   "User-space instructions per call of the transport's entry point, "
+                   "everything below it included; own: the transport's library "
+                   "alone. `syncmem`: its defaults (reconnect on); `syncmem_norc`: "
+                   "`UCX_SYNCMEM_RECONNECT=n`; `syncmem_db16`: doorbell batching, "
+                   "16 a doorbell.\n\n" +
+                   "All instructions:\n\n%s\nOwn instructions:\n\n%s"
+                   % tuple(callgrind_tables(cg, runs)))
     rc = os.path.join(d, "regcost.txt")
     if ran is None or "rcache" in ran:
         text = regcost_table(rc, runs) if os.path.exists(rc) else ""
@@ -678,10 +680,18 @@ def bench_blocks(d):
     blocks = {}
     if parts:
         blocks["bench tables"] = head + "\n" + "\n".join(parts)
+    if cg_text:
+        blocks["bench callgrind"] = head + "\n" + cg_text
     if summary:
         blocks["bench summary"] = head + "\n" + summary + plots
-    if ran is not None and not [s for s in ran if s not in ("scale", "mpi_scale")]:
+    # a block of sections the run did not make is left as it was: the
+    # main one's in a run of callgrind (or of the named sections) alone,
+    # callgrind's in a run without it
+    if ran is not None and not [s for s in ran
+                                if s not in ("callgrind", "scale", "mpi_scale")]:
         blocks["bench tables"] = blocks["bench summary"] = None
+    if ran is not None and "callgrind" not in ran:
+        blocks["bench callgrind"] = None
     # the sections that run only when named: a run without one leaves its
     # block as it was
     for name, of in (("scale", scale_blocks), ("mpi_scale", mpi_scale_blocks)):
@@ -932,11 +942,13 @@ def markers(text):
 
 
 # The blocks of each kind (a marker of another kind is not this run's)
-KINDS = {"bench": ["bench tables", "bench summary", "bench scale", "bench mpi_scale"],
+KINDS = {"bench": ["bench tables", "bench callgrind", "bench summary",
+                   "bench scale", "bench mpi_scale"],
          "scale": ["bench scale"], "mpi_scale": ["bench mpi_scale"],
          "faults": ["faults table"], "check": ["check example"]}
 # What a file without markers (or standard output) gets of each kind
-WHOLE = {"bench": ["bench tables", "bench scale", "bench mpi_scale"]}
+WHOLE = {"bench": ["bench tables", "bench callgrind", "bench scale",
+                   "bench mpi_scale"]}
 
 
 def whole_text(kind, blocks):
