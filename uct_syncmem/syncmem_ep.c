@@ -179,12 +179,13 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                           uct_syncmem_ep_lost_status(ep);
     }
 
-    /* The last request is unsignalled: nothing would ever report it. */
+    /* The last request is unsignalled: nothing would ever report it. A
+     * full ring that may grow grows for the empty write (the ring is full
+     * whenever the last operation took its last room). */
     if (uct_syncmem_ep_last_unsignaled(iface, ep) &&
         (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
-        status = uct_syncmem_ep_check_tx(iface, ep);
-        if (status != UCS_OK) {
-            return status;
+        if (!uct_syncmem_ep_tx_room(iface, ep)) {
+            return uct_syncmem_ep_check_tx(iface, ep); /* why not */
         }
         status = uct_syncmem_ep_post_nop(iface, ep);
         if (status != UCS_OK) {

@@ -552,6 +552,42 @@ TEST_F(syncmem_rma_test, many_endpoints_never_starve_the_send_cq)
     } // the fixture destroys the endpoints and the iface
 }
 
+// A flush after an operation that took its ring's last room, unsignalled,
+// grows the ring for its empty write: it answers UCS_INPROGRESS, not
+// UCS_ERR_NO_RESOURCE (a ring of 4 entries holds 2 requests; no progress
+// in between, so neither has completed).
+TEST_F(syncmem_rma_test, flush_grows_a_full_ring_for_its_empty_write)
+{
+    uct_iface_h iface;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
+                                 {{"TX_RING_MIN", "2"},
+                                  {"TX_MODERATION", "64"}}));
+    uct_ep_h ep = connect(iface, m_receiver);
+    ASSERT_NE(nullptr, ep);
+    buffer *dst = alloc(16, 0);
+    uint64_t *words = reinterpret_cast<uint64_t*>(dst->data.data());
+    uint64_t values[2] = { 0x1111, 0x2222 };
+
+    // the first is signalled (the first after idle), the second not
+    ASSERT_EQ(UCS_OK, retry([&] {
+        return uct_ep_put_short(ep, &values[0], 8, (uintptr_t)&words[0],
+                                dst->rkey.rkey);
+    }));
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &values[1], 8,
+                                       (uintptr_t)&words[1], dst->rkey.rkey));
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE,
+              uct_ep_put_short(ep, &values[1], 8, (uintptr_t)&words[1],
+                               dst->rkey.rkey)) << "the ring is not full";
+
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &comp));
+    ASSERT_TRUE(wait_for("the flush to complete",
+                         [&] { return comp.count == 0; }));
+    EXPECT_EQ(UCS_OK, comp.status);
+    EXPECT_EQ(values[0], words[0]);
+    EXPECT_EQ(values[1], words[1]);
+}
+
 // The handshake messages of every connection between two hosts go through
 // one address handle on each side, however many connect: none made or held
 // per connection.
