@@ -564,7 +564,7 @@ def run_summary(extent, reps, runs):
     """A block's 'run' line: what ran, how many reps, what the marks mean."""
     run = [extent]
     if reps:
-        run.append("medians of %s runs" % reps)
+        run.append("one run" if reps == "1" else "medians of %s runs" % reps)
     if runs.partial:
         run.append("a cell marked (K of N): the median of the K of its N runs "
                    "that gave a number")
