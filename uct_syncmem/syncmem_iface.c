@@ -638,8 +638,10 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err_rx;
     }
 
+    /* ops grow 64 at a time (8 KiB): the first flush pays for one chunk,
+     * and a worker with few endpoints would not use a larger one */
     status = uct_syncmem_mpool_init(&self->op_mp, sizeof(uct_syncmem_op_t),
-                                    UCS_SYS_CACHE_LINE_SIZE, 256,
+                                    UCS_SYS_CACHE_LINE_SIZE, 64,
                                     &uct_syncmem_op_mpool_ops, "syncmem_ops");
     if (status != UCS_OK) {
         goto err_watchdog;
