@@ -185,7 +185,7 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
     if (uct_syncmem_ep_last_unsignaled(iface, ep) &&
         (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
         if (!uct_syncmem_ep_tx_room(iface, ep)) {
-            return uct_syncmem_ep_check_tx(iface, ep); /* why not */
+            return uct_syncmem_ep_check_tx(iface, ep); /* says why not */
         }
         status = uct_syncmem_ep_post_nop(iface, ep);
         if (status != UCS_OK) {

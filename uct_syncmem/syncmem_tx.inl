@@ -13,13 +13,6 @@
 #include <string.h>
 
 
-/*
- * After a call on the fast path: addresses derived from ptr are computed
- * again rather than kept in registers saved across the call (gcc keeps the
- * work request's across memcpy in put_short: a push and a pop more).
- */
-#define UCT_SYNCMEM_RELOAD(_ptr) __asm__("" : "+r"(_ptr))
-
 /* Room for one more send on this endpoint now? (None unless connected:
  * uct_syncmem_ep_tx_limit.) */
 static UCS_F_ALWAYS_INLINE int
@@ -34,9 +27,8 @@ static inline int
 uct_syncmem_ep_tx_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 {
     return uct_syncmem_ep_has_tx_res(iface, ep) ||
-           ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
-            (iface->cq_available > 0) &&
-            (uct_syncmem_replay_grow(ep) == UCS_OK));
+           ((iface->cq_available > 0) &&
+            (uct_syncmem_replay_grow(ep) == UCS_OK)); /* connected only */
 }
 
 /*
