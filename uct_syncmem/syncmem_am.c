@@ -307,11 +307,11 @@ uct_syncmem_wr_send(const uct_syncmem_ep_t *ep, struct ibv_send_wr *wr,
     wr->num_sge    = num_sge;
 }
 
-/* am_short for the iface's settings, as put_short (syncmem_rma.c) */
+/* am_short for how the iface keeps its requests, as put_short
+ * (syncmem_rma.c) */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_ep_am_short_inl(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
-                            const void *payload, unsigned length, int ring,
-                            int batch)
+                            const void *payload, unsigned length, int mode)
 {
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
@@ -339,14 +339,14 @@ uct_syncmem_ep_am_short_inl(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
                                              sn);
     wr->imm_data   = uct_syncmem_am_imm_sn(sn, id);
     UCT_TL_EP_STAT_OP(&ep->super, AM, SHORT, sizeof(hdr) + length);
-    if (!ring) {
+    if (mode == UCT_SYNCMEM_TX_PLAIN) {
         /* inline: copied while posting, so &hdr may live on this stack */
         sge[0].addr   = (uintptr_t)&hdr;
         sge[0].length = sizeof(hdr);
         sge[1].addr   = (uintptr_t)payload;
         sge[1].length = length;
         wr->num_sge   = 2;
-        return uct_syncmem_ep_post_wr(iface, ep, wr, NULL, sn, batch);
+        return uct_syncmem_ep_post_wr(iface, ep, wr, NULL, sn, 0);
     }
 
     /* the one copy a replay needs; the request is posted from it */
@@ -363,27 +363,30 @@ uct_syncmem_ep_am_short_inl(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     }
     iface = ucs_derived_of(ep->super.super.iface, uct_syncmem_iface_t);
     return uct_syncmem_ep_post_wr(iface, ep, &iface->inl_am.wr, NULL, sn,
-                                  batch);
+                                  mode == UCT_SYNCMEM_TX_BATCH);
 }
 
 ucs_status_t uct_syncmem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
                                      const void *payload, unsigned length)
 {
-    return uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length, 0, 0);
+    return uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length,
+                                       UCT_SYNCMEM_TX_PLAIN);
 }
 
 ucs_status_t uct_syncmem_ep_am_short_ring(uct_ep_h tl_ep, uint8_t id,
                                           uint64_t hdr, const void *payload,
                                           unsigned length)
 {
-    return uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length, 1, 0);
+    return uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length,
+                                       UCT_SYNCMEM_TX_RING);
 }
 
 ucs_status_t uct_syncmem_ep_am_short_batch(uct_ep_h tl_ep, uint8_t id,
                                            uint64_t hdr, const void *payload,
                                            unsigned length)
 {
-    return uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length, 1, 1);
+    return uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length,
+                                       UCT_SYNCMEM_TX_BATCH);
 }
 
 ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,

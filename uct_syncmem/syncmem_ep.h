@@ -147,28 +147,28 @@ uct_syncmem_ep_pending_dispatch(ucs_arbiter_t *arbiter,
                                 ucs_arbiter_elem_t *elem, void *arg);
 
 /* Endpoint operations, one file per concern: syncmem_rma.c, syncmem_am.c,
- * syncmem_amo.c, syncmem_ep.c. */
-ucs_status_t uct_syncmem_ep_put_short(uct_ep_h, const void*, unsigned,
-                                      uint64_t, uct_rkey_t);
-ucs_status_t uct_syncmem_ep_put_short_ring(uct_ep_h, const void*, unsigned,
-                                           uint64_t, uct_rkey_t);
-ucs_status_t uct_syncmem_ep_put_short_batch(uct_ep_h, const void*, unsigned,
-                                            uint64_t, uct_rkey_t);
-ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h, uct_pack_callback_t, void*,
-                                 uint64_t, uct_rkey_t);
-ucs_status_t uct_syncmem_ep_put_zcopy(uct_ep_h, const uct_iov_t*, size_t,
-                                      uint64_t, uct_rkey_t, uct_completion_t*);
-ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h, uct_unpack_callback_t, void*,
-                                      size_t, uint64_t, uct_rkey_t,
-                                      uct_completion_t*);
-ucs_status_t uct_syncmem_ep_get_zcopy(uct_ep_h, const uct_iov_t*, size_t,
-                                      uint64_t, uct_rkey_t, uct_completion_t*);
-ucs_status_t uct_syncmem_ep_am_short(uct_ep_h, uint8_t, uint64_t, const void*,
-                                     unsigned);
-ucs_status_t uct_syncmem_ep_am_short_ring(uct_ep_h, uint8_t, uint64_t,
-                                          const void*, unsigned);
-ucs_status_t uct_syncmem_ep_am_short_batch(uct_ep_h, uint8_t, uint64_t,
-                                           const void*, unsigned);
+ * syncmem_amo.c, syncmem_ep.c. Those that matter most come in a variant for
+ * each way an iface keeps its requests (UCT_SYNCMEM_TX_*, picked by
+ * uct_syncmem_iface_tx_ops): no ring (the name alone), _ring, _batch. */
+#define UCT_SYNCMEM_EP_TX_OP(_ret, _name, ...) \
+    _ret _name(__VA_ARGS__); \
+    _ret _name##_ring(__VA_ARGS__); \
+    _ret _name##_batch(__VA_ARGS__)
+UCT_SYNCMEM_EP_TX_OP(ucs_status_t, uct_syncmem_ep_put_short, uct_ep_h,
+                     const void*, unsigned, uint64_t, uct_rkey_t);
+UCT_SYNCMEM_EP_TX_OP(ssize_t, uct_syncmem_ep_put_bcopy, uct_ep_h,
+                     uct_pack_callback_t, void*, uint64_t, uct_rkey_t);
+UCT_SYNCMEM_EP_TX_OP(ucs_status_t, uct_syncmem_ep_put_zcopy, uct_ep_h,
+                     const uct_iov_t*, size_t, uint64_t, uct_rkey_t,
+                     uct_completion_t*);
+UCT_SYNCMEM_EP_TX_OP(ucs_status_t, uct_syncmem_ep_get_bcopy, uct_ep_h,
+                     uct_unpack_callback_t, void*, size_t, uint64_t,
+                     uct_rkey_t, uct_completion_t*);
+UCT_SYNCMEM_EP_TX_OP(ucs_status_t, uct_syncmem_ep_get_zcopy, uct_ep_h,
+                     const uct_iov_t*, size_t, uint64_t, uct_rkey_t,
+                     uct_completion_t*);
+UCT_SYNCMEM_EP_TX_OP(ucs_status_t, uct_syncmem_ep_am_short, uct_ep_h, uint8_t,
+                     uint64_t, const void*, unsigned);
 ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h, uint8_t, const uct_iov_t*,
                                          size_t);
 ssize_t uct_syncmem_ep_am_bcopy(uct_ep_h, uint8_t, uct_pack_callback_t, void*,

@@ -380,25 +380,32 @@ static uint8_t uct_syncmem_rc_timeout_exp(double seconds)
     return (uint8_t)ucs_max(1, ucs_min(31, exp));
 }
 
-/* RC_STALL_TIMEOUT: 'auto' waits well past the time the HCA's own retries
- * take to report a dead link: a QP called stalled is one whose retries
- * should have said something long ago. */
-/* The short sends made for these settings (see uct_syncmem_ep_put_short_inl):
- * with a replay ring when reconnecting or batching (syncmem_replay.c), and
- * kept for the doorbell when batching. */
-static void uct_syncmem_iface_short_ops(uct_syncmem_iface_t *iface)
+/* The operations made for how this iface keeps its requests
+ * (UCT_SYNCMEM_TX_*; the ops table has those without a ring): a replay ring
+ * when reconnecting or batching (syncmem_replay.c), and the doorbell when
+ * batching. */
+static void uct_syncmem_iface_tx_ops(uct_syncmem_iface_t *iface)
 {
     uct_iface_ops_t *ops = &iface->super.super.ops;
 
+#define UCT_SYNCMEM_IFACE_TX_OPS(_suffix) \
+    ops->ep_put_short = uct_syncmem_ep_put_short##_suffix; \
+    ops->ep_put_bcopy = uct_syncmem_ep_put_bcopy##_suffix; \
+    ops->ep_put_zcopy = uct_syncmem_ep_put_zcopy##_suffix; \
+    ops->ep_get_bcopy = uct_syncmem_ep_get_bcopy##_suffix; \
+    ops->ep_get_zcopy = uct_syncmem_ep_get_zcopy##_suffix; \
+    ops->ep_am_short  = uct_syncmem_ep_am_short##_suffix;
     if (iface->config.db_batch > 1) {
-        ops->ep_put_short = uct_syncmem_ep_put_short_batch;
-        ops->ep_am_short  = uct_syncmem_ep_am_short_batch;
+        UCT_SYNCMEM_IFACE_TX_OPS(_batch)
     } else if (iface->config.reconnect) {
-        ops->ep_put_short = uct_syncmem_ep_put_short_ring;
-        ops->ep_am_short  = uct_syncmem_ep_am_short_ring;
+        UCT_SYNCMEM_IFACE_TX_OPS(_ring)
     }
+#undef UCT_SYNCMEM_IFACE_TX_OPS
 }
 
+/* RC_STALL_TIMEOUT: 'auto' waits well past the time the HCA's own retries
+ * take to report a dead link: a QP called stalled is one whose retries
+ * should have said something long ago. */
 static ucs_time_t
 uct_syncmem_iface_stall_timeout(const uct_syncmem_iface_t *iface,
                                 const uct_syncmem_iface_config_t *config)
@@ -658,7 +665,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err_op_mp;
     }
 
-    uct_syncmem_iface_short_ops(self);
+    uct_syncmem_iface_tx_ops(self);
     status = uct_syncmem_verify_init(self, config);
     if (status != UCS_OK) {
         goto err_tx_mp;

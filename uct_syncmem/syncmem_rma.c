@@ -20,13 +20,13 @@ uct_syncmem_wr_rdma(struct ibv_send_wr *wr, enum ibv_wr_opcode opcode,
     wr->wr.rdma.rkey        = (uint32_t)rkey;
 }
 
-/* put_short, made for the iface's settings (ring: a replay ring, for
- * reconnect or batching; batch: TX_DB_BATCH > 1), so that the fast path
- * tests neither: uct_syncmem_iface_short_ops picks one. */
+/* put_short, made for how the iface keeps its requests (mode:
+ * UCT_SYNCMEM_TX_*), so that the fast path tests none of it:
+ * uct_syncmem_iface_tx_ops picks one. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
                              unsigned length, uint64_t remote_addr,
-                             uct_rkey_t rkey, int ring, int batch)
+                             uct_rkey_t rkey, int mode)
 {
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
@@ -54,10 +54,10 @@ uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
     wr->wr.rdma.rkey             = (uint32_t)rkey;
     iface->inl_put.sge[0].length = length;
     UCT_TL_EP_STAT_OP(&ep->super, PUT, SHORT, length);
-    if (!ring) {
+    if (mode == UCT_SYNCMEM_TX_PLAIN) {
         /* inline: the CPU copies the data, no lkey needed */
         iface->inl_put.sge[0].addr = (uintptr_t)buffer;
-        return uct_syncmem_ep_post_wr(iface, ep, wr, NULL, sn, batch);
+        return uct_syncmem_ep_post_wr(iface, ep, wr, NULL, sn, 0);
     }
 
     /* the one copy a replay needs; the request is posted from it */
@@ -73,7 +73,7 @@ uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
     }
     iface = ucs_derived_of(ep->super.super.iface, uct_syncmem_iface_t);
     return uct_syncmem_ep_post_wr(iface, ep, &iface->inl_put.wr, NULL, sn,
-                                  batch);
+                                  mode == UCT_SYNCMEM_TX_BATCH);
 }
 
 ucs_status_t uct_syncmem_ep_put_short(uct_ep_h tl_ep, const void *buffer,
@@ -81,7 +81,7 @@ ucs_status_t uct_syncmem_ep_put_short(uct_ep_h tl_ep, const void *buffer,
                                       uct_rkey_t rkey)
 {
     return uct_syncmem_ep_put_short_inl(tl_ep, buffer, length, remote_addr,
-                                        rkey, 0, 0);
+                                        rkey, UCT_SYNCMEM_TX_PLAIN);
 }
 
 ucs_status_t uct_syncmem_ep_put_short_ring(uct_ep_h tl_ep, const void *buffer,
@@ -90,7 +90,7 @@ ucs_status_t uct_syncmem_ep_put_short_ring(uct_ep_h tl_ep, const void *buffer,
                                            uct_rkey_t rkey)
 {
     return uct_syncmem_ep_put_short_inl(tl_ep, buffer, length, remote_addr,
-                                        rkey, 1, 0);
+                                        rkey, UCT_SYNCMEM_TX_RING);
 }
 
 ucs_status_t uct_syncmem_ep_put_short_batch(uct_ep_h tl_ep, const void *buffer,
@@ -99,12 +99,13 @@ ucs_status_t uct_syncmem_ep_put_short_batch(uct_ep_h tl_ep, const void *buffer,
                                             uct_rkey_t rkey)
 {
     return uct_syncmem_ep_put_short_inl(tl_ep, buffer, length, remote_addr,
-                                        rkey, 1, 1);
+                                        rkey, UCT_SYNCMEM_TX_BATCH);
 }
 
-ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
-                                 void *arg, uint64_t remote_addr,
-                                 uct_rkey_t rkey)
+static UCS_F_ALWAYS_INLINE ssize_t
+uct_syncmem_ep_put_bcopy_inl(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                             void *arg, uint64_t remote_addr, uct_rkey_t rkey,
+                             int mode)
 {
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
@@ -125,7 +126,7 @@ ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     }
     status = uct_syncmem_ep_post_sge(iface, ep, IBV_WR_RDMA_WRITE, remote_addr,
                                      rkey, 0, 0, &sge, 1, length,
-                                     &desc->super, 0);
+                                     &desc->super, 0, mode);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put(desc);
         return status;
@@ -134,11 +135,35 @@ ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     return length;
 }
 
+ssize_t uct_syncmem_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                                 void *arg, uint64_t remote_addr,
+                                 uct_rkey_t rkey)
+{
+    return uct_syncmem_ep_put_bcopy_inl(tl_ep, pack_cb, arg, remote_addr, rkey,
+                                        UCT_SYNCMEM_TX_PLAIN);
+}
+
+ssize_t uct_syncmem_ep_put_bcopy_ring(uct_ep_h tl_ep,
+                                      uct_pack_callback_t pack_cb, void *arg,
+                                      uint64_t remote_addr, uct_rkey_t rkey)
+{
+    return uct_syncmem_ep_put_bcopy_inl(tl_ep, pack_cb, arg, remote_addr, rkey,
+                                        UCT_SYNCMEM_TX_RING);
+}
+
+ssize_t uct_syncmem_ep_put_bcopy_batch(uct_ep_h tl_ep,
+                                       uct_pack_callback_t pack_cb, void *arg,
+                                       uint64_t remote_addr, uct_rkey_t rkey)
+{
+    return uct_syncmem_ep_put_bcopy_inl(tl_ep, pack_cb, arg, remote_addr, rkey,
+                                        UCT_SYNCMEM_TX_BATCH);
+}
+
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_ep_rdma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
                           const uct_iov_t *iov, size_t iovcnt, size_t max_iov,
                           uint64_t remote_addr, uct_rkey_t rkey,
-                          uct_completion_t *comp)
+                          uct_completion_t *comp, int mode)
 {
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
@@ -165,7 +190,7 @@ uct_syncmem_ep_rdma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
     num_sge = uct_syncmem_sge_fill_iov(sge, iov, iovcnt, &length);
     status  = uct_syncmem_ep_post_sge(iface, ep, opcode, remote_addr, rkey, 0,
                                       0, sge, num_sge, length, op,
-                                      comp != NULL);
+                                      comp != NULL, mode);
     if (ucs_unlikely(status != UCS_OK)) {
         if (op != NULL) {
             ucs_mpool_put(op);
@@ -175,39 +200,39 @@ uct_syncmem_ep_rdma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
     return UCS_INPROGRESS;
 }
 
-ucs_status_t uct_syncmem_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                      size_t iovcnt, uint64_t remote_addr,
-                                      uct_rkey_t rkey, uct_completion_t *comp)
-{
-    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
-                                                uct_syncmem_iface_t);
-    ucs_status_t status;
+/* put_zcopy and get_zcopy for each mode (uct_syncmem_iface_tx_ops) */
+#define UCT_SYNCMEM_EP_RDMA_ZCOPY(_name, _opcode, _max_iov, _op, _mode) \
+    ucs_status_t _name(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt, \
+                       uint64_t remote_addr, uct_rkey_t rkey, \
+                       uct_completion_t *comp) \
+    { \
+        uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface, \
+                                                    uct_syncmem_iface_t); \
+        ucs_status_t status; \
+        \
+        status = uct_syncmem_ep_rdma_zcopy(tl_ep, _opcode, iov, iovcnt, \
+                                           iface->config._max_iov, \
+                                           remote_addr, rkey, comp, _mode); \
+        UCT_TL_EP_STAT_OP_IF_SUCCESS(status, \
+                                     &ucs_derived_of(tl_ep, \
+                                                     uct_syncmem_ep_t)->super, \
+                                     _op, ZCOPY, \
+                                     uct_iov_total_length(iov, iovcnt)); \
+        return status; \
+    }
 
-    status = uct_syncmem_ep_rdma_zcopy(tl_ep, IBV_WR_RDMA_WRITE, iov, iovcnt,
-                                       iface->config.max_sge, remote_addr,
-                                       rkey, comp);
-    UCT_TL_EP_STAT_OP_IF_SUCCESS(status,
-                                 &ucs_derived_of(tl_ep, uct_syncmem_ep_t)->super,
-                                 PUT, ZCOPY, uct_iov_total_length(iov, iovcnt));
-    return status;
-}
-
-ucs_status_t uct_syncmem_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov,
-                                      size_t iovcnt, uint64_t remote_addr,
-                                      uct_rkey_t rkey, uct_completion_t *comp)
-{
-    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
-                                                uct_syncmem_iface_t);
-    ucs_status_t status;
-
-    status = uct_syncmem_ep_rdma_zcopy(tl_ep, IBV_WR_RDMA_READ, iov, iovcnt,
-                                       iface->config.max_sge_rd, remote_addr,
-                                       rkey, comp);
-    UCT_TL_EP_STAT_OP_IF_SUCCESS(status,
-                                 &ucs_derived_of(tl_ep, uct_syncmem_ep_t)->super,
-                                 GET, ZCOPY, uct_iov_total_length(iov, iovcnt));
-    return status;
-}
+UCT_SYNCMEM_EP_RDMA_ZCOPY(uct_syncmem_ep_put_zcopy, IBV_WR_RDMA_WRITE,
+                          max_sge, PUT, UCT_SYNCMEM_TX_PLAIN)
+UCT_SYNCMEM_EP_RDMA_ZCOPY(uct_syncmem_ep_put_zcopy_ring, IBV_WR_RDMA_WRITE,
+                          max_sge, PUT, UCT_SYNCMEM_TX_RING)
+UCT_SYNCMEM_EP_RDMA_ZCOPY(uct_syncmem_ep_put_zcopy_batch, IBV_WR_RDMA_WRITE,
+                          max_sge, PUT, UCT_SYNCMEM_TX_BATCH)
+UCT_SYNCMEM_EP_RDMA_ZCOPY(uct_syncmem_ep_get_zcopy, IBV_WR_RDMA_READ,
+                          max_sge_rd, GET, UCT_SYNCMEM_TX_PLAIN)
+UCT_SYNCMEM_EP_RDMA_ZCOPY(uct_syncmem_ep_get_zcopy_ring, IBV_WR_RDMA_READ,
+                          max_sge_rd, GET, UCT_SYNCMEM_TX_RING)
+UCT_SYNCMEM_EP_RDMA_ZCOPY(uct_syncmem_ep_get_zcopy_batch, IBV_WR_RDMA_READ,
+                          max_sge_rd, GET, UCT_SYNCMEM_TX_BATCH)
 
 /* The read landed in the bounce buffer: hand it to the user. */
 static void uct_syncmem_get_bcopy_done(uct_syncmem_op_t *op,
@@ -225,11 +250,11 @@ static void uct_syncmem_get_bcopy_done(uct_syncmem_op_t *op,
     ucs_mpool_put(desc);
 }
 
-ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h tl_ep,
-                                      uct_unpack_callback_t unpack_cb,
-                                      void *arg, size_t length,
-                                      uint64_t remote_addr, uct_rkey_t rkey,
-                                      uct_completion_t *comp)
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_ep_get_bcopy_inl(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
+                             void *arg, size_t length, uint64_t remote_addr,
+                             uct_rkey_t rkey, uct_completion_t *comp,
+                             int mode)
 {
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
@@ -253,7 +278,7 @@ ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h tl_ep,
     sge.lkey   = desc->lkey;
     status     = uct_syncmem_ep_post_sge(iface, ep, IBV_WR_RDMA_READ,
                                          remote_addr, rkey, 0, 0, &sge, 1,
-                                         length, &desc->super, 1);
+                                         length, &desc->super, 1, mode);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put(desc);
         return status;
@@ -261,4 +286,39 @@ ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h tl_ep,
 
     UCT_TL_EP_STAT_OP(&ep->super, GET, BCOPY, length);
     return UCS_INPROGRESS;
+}
+
+ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h tl_ep,
+                                      uct_unpack_callback_t unpack_cb,
+                                      void *arg, size_t length,
+                                      uint64_t remote_addr, uct_rkey_t rkey,
+                                      uct_completion_t *comp)
+{
+    return uct_syncmem_ep_get_bcopy_inl(tl_ep, unpack_cb, arg, length,
+                                        remote_addr, rkey, comp,
+                                        UCT_SYNCMEM_TX_PLAIN);
+}
+
+ucs_status_t uct_syncmem_ep_get_bcopy_ring(uct_ep_h tl_ep,
+                                           uct_unpack_callback_t unpack_cb,
+                                           void *arg, size_t length,
+                                           uint64_t remote_addr,
+                                           uct_rkey_t rkey,
+                                           uct_completion_t *comp)
+{
+    return uct_syncmem_ep_get_bcopy_inl(tl_ep, unpack_cb, arg, length,
+                                        remote_addr, rkey, comp,
+                                        UCT_SYNCMEM_TX_RING);
+}
+
+ucs_status_t uct_syncmem_ep_get_bcopy_batch(uct_ep_h tl_ep,
+                                            uct_unpack_callback_t unpack_cb,
+                                            void *arg, size_t length,
+                                            uint64_t remote_addr,
+                                            uct_rkey_t rkey,
+                                            uct_completion_t *comp)
+{
+    return uct_syncmem_ep_get_bcopy_inl(tl_ep, unpack_cb, arg, length,
+                                        remote_addr, rkey, comp,
+                                        UCT_SYNCMEM_TX_BATCH);
 }

@@ -12,6 +12,20 @@
 #include <arpa/inet.h>
 #include <string.h>
 
+/*
+ * How an iface keeps its requests, fixed when it is made: no ring
+ * (reconnect off, no batching), a replay ring, a ring and the doorbell.
+ * The operations that matter most come in a variant for each
+ * (uct_syncmem_iface_tx_ops), so that their fast path tests none of it;
+ * ANY tests it at run time. With a ring, room to send means a ring (a
+ * parked endpoint has none: uct_syncmem_ep_tx_limit).
+ */
+enum {
+    UCT_SYNCMEM_TX_PLAIN,
+    UCT_SYNCMEM_TX_RING,
+    UCT_SYNCMEM_TX_BATCH,
+    UCT_SYNCMEM_TX_ANY
+};
 
 /* Room for one more send on this endpoint now? (None unless connected:
  * uct_syncmem_ep_tx_limit.) */
@@ -323,22 +337,33 @@ uct_syncmem_ep_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
  * Post an RDMA (put, get) or an atomic (compare_add, swap) from num_sge
  * entries of sge, length bytes: uct_syncmem_ep_post for the operations
  * that matter most, with the ring entry written from the arguments (see
- * uct_syncmem_replay_sge).
+ * uct_syncmem_replay_sge), made for mode (UCT_SYNCMEM_TX_*).
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_ep_post_sge(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
                         enum ibv_wr_opcode opcode, uint64_t remote_addr,
                         uct_rkey_t rkey, uint64_t compare_add, uint64_t swap,
                         struct ibv_sge *sge, int num_sge, uint32_t length,
-                        uct_syncmem_op_t *op, int signal)
+                        uct_syncmem_op_t *op, int signal, int mode)
 {
-    unsigned sn    = ep->tx.sn + 1u;
+    uint16_t sn    = ep->tx.sn + 1;
     unsigned flags = uct_syncmem_ep_tx_flags(iface, ep, 0, signal, sn);
     struct ibv_send_wr wr;
+    int batch;
 
-    if (ep->replay.ring != NULL) {
-        uct_syncmem_replay_sge(ep, sn, opcode, flags, remote_addr, rkey,
-                               compare_add, swap, sge, num_sge, length);
+    if (mode == UCT_SYNCMEM_TX_ANY) {
+        batch = ucs_unlikely(iface->config.db_batch > 1);
+        if (ep->replay.ring != NULL) {
+            uct_syncmem_replay_sge(ep, sn, opcode, flags, remote_addr, rkey,
+                                   compare_add, swap, sge, num_sge, length);
+        }
+    } else {
+        /* not asserted: an assertion is a test on the fast path */
+        batch = (mode == UCT_SYNCMEM_TX_BATCH);
+        if (mode != UCT_SYNCMEM_TX_PLAIN) {
+            uct_syncmem_replay_sge(ep, sn, opcode, flags, remote_addr, rkey,
+                                   compare_add, swap, sge, num_sge, length);
+        }
     }
     wr.wr_id      = sn;
     wr.next       = NULL;
@@ -356,8 +381,7 @@ uct_syncmem_ep_post_sge(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
         wr.wr.rdma.rkey          = (uint32_t)rkey;
     }
     uct_syncmem_ep_tx_take(iface, ep, sn);
-    return uct_syncmem_ep_post_wr(iface, ep, &wr, op, sn,
-                                  ucs_unlikely(iface->config.db_batch > 1));
+    return uct_syncmem_ep_post_wr(iface, ep, &wr, op, sn, batch);
 }
 
 /* A signalled empty write: it completes after everything posted before it,
