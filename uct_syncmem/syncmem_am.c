@@ -307,6 +307,11 @@ uct_syncmem_wr_send(const uct_syncmem_ep_t *ep, struct ibv_send_wr *wr,
     wr->num_sge    = num_sge;
 }
 
+static ucs_status_t
+uct_syncmem_ep_am_short_parked(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                               const void *payload, unsigned length,
+                               int mode);
+
 /* am_short for how the iface keeps its requests, as put_short
  * (syncmem_rma.c) */
 static UCS_F_ALWAYS_INLINE ucs_status_t
@@ -325,9 +330,11 @@ uct_syncmem_ep_am_short_inl(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(sizeof(hdr) + length, 0, iface->config.max_inline,
                      "am_short");
-    status = uct_syncmem_ep_check_tx(iface, ep);
+    status = uct_syncmem_ep_check_room(iface, ep);
     if (ucs_unlikely(status != UCS_OK)) {
-        return status;
+        return (status != UCT_SYNCMEM_ERR_PARKED) ? status :
+               uct_syncmem_ep_am_short_parked(tl_ep, id, hdr, payload, length,
+                                              mode);
     }
 
     /* the slot is taken first: what the check loaded dies here, and after
@@ -387,6 +394,19 @@ ucs_status_t uct_syncmem_ep_am_short_batch(uct_ep_h tl_ep, uint8_t id,
 {
     return uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length,
                                        UCT_SYNCMEM_TX_BATCH);
+}
+
+/* am_short found its endpoint parked: as put_short's (syncmem_rma.c) */
+static UCS_F_NOINLINE ucs_status_t
+uct_syncmem_ep_am_short_parked(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
+                               const void *payload, unsigned length,
+                               int mode)
+{
+    ucs_status_t status = uct_syncmem_ep_unpark(ucs_derived_of(tl_ep,
+                                                               uct_syncmem_ep_t));
+
+    return (status != UCS_OK) ? status :
+           uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length, mode);
 }
 
 ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,

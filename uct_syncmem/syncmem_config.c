@@ -42,11 +42,22 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "above 1) before its replay ring grows: each costs 24 bytes plus\n"
      "TX_MAX_INLINE. The ring doubles while more are outstanding, up to\n"
      "TX_QUEUE_LEN. An endpoint that posted nothing through two watchdog\n"
-     "checks gives its ring back, and its next operation answers\n"
-     "UCS_ERR_NO_RESOURCE once while it takes one again.\n"
+     "checks gives its ring back (see also TX_IDLE_RINGS), and its next\n"
+     "operation takes one again.\n"
      "Larger: fewer pauses (UCS_ERR_NO_RESOURCE until the next progress grows\n"
      "it) when traffic starts; smaller: less memory per endpoint.",
      ucs_offsetof(uct_syncmem_iface_config_t, tx_ring_min),
+     UCS_CONFIG_TYPE_UINT},
+
+    {"TX_IDLE_RINGS", "16",
+     "Replay rings (see TX_RING_MIN) an iface's endpoints keep while they\n"
+     "have nothing outstanding. While more endpoints than this hold a ring,\n"
+     "one whose last request completes gives its ring back at once, and its\n"
+     "next operation takes one again (a malloc); the others keep theirs\n"
+     "until two watchdog checks pass without a send.\n"
+     "Larger: fewer mallocs when many endpoints send in turn; smaller: less\n"
+     "memory per endpoint when many have sent once.",
+     ucs_offsetof(uct_syncmem_iface_config_t, tx_idle_rings),
      UCS_CONFIG_TYPE_UINT},
 
     {"TX_CQ_LEN", "4096",

@@ -64,6 +64,12 @@ void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
 
     if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
         ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+    } else if ((ep->tx.acked_sn == ep->tx.sn) &&
+               (iface->rings > iface->config.idle_rings) &&
+               (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
+        /* many endpoints hold a ring: an idle one costs none (its next
+         * operation takes one again) */
+        uct_syncmem_replay_park(ep);
     }
 }
 

@@ -543,6 +543,8 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.ring_min           = ucs_roundup_pow2(
             ucs_max(ucs_min(config->tx_ring_min, self->config.tx_queue_len),
                     2) + UCT_SYNCMEM_REPLAY_SPARE);
+    self->config.idle_rings         = config->tx_idle_rings;
+    self->rings                     = 0;
     self->config.tx_signal_every    = ucs_max(1, ucs_min(config->tx_moderation,
                                                   self->config.tx_queue_len / 4));
     self->config.db_batch           = ucs_max(1, ucs_min(config->tx_db_batch,

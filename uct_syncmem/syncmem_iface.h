@@ -47,6 +47,7 @@ typedef struct uct_syncmem_iface_config {
     unsigned long      mtu;           /* UCS_ULUNITS_AUTO: active MTU */
     unsigned           tx_queue_len;  /* send queue depth of each QP */
     unsigned           tx_ring_min;   /* requests a replay ring starts with */
+    unsigned           tx_idle_rings; /* idle endpoints that keep theirs */
     unsigned           tx_cq_len;     /* send CQ size, shared by all QPs */
     unsigned           tx_moderation; /* signal at least every N sends */
     size_t             tx_max_inline; /* MEMUNITS: the parser writes a size_t */
@@ -182,6 +183,7 @@ struct uct_syncmem_iface {
     struct {
         unsigned       tx_queue_len;
         unsigned       ring_min;        /* entries a replay ring starts with */
+        unsigned       idle_rings;      /* TX_IDLE_RINGS */
         unsigned       tx_signal_every; /* TX_MODERATION, at most a quarter
                                            of the send queue */
         unsigned       db_batch;        /* 1: ring on every request */
@@ -217,6 +219,7 @@ struct uct_syncmem_iface {
                                        * asks for completions */
     uint8_t            grow_due;      /* an endpoint's ring was full and
                                        * may grow: progress grows it */
+    unsigned           rings;         /* endpoints that hold a replay ring */
     volatile uint32_t  port_events;   /* syncmem_port.c: from the async
                                        * thread */
     ucs_list_link_t    md_list;       /* in md->ifaces */

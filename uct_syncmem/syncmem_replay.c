@@ -38,8 +38,11 @@ static void *uct_syncmem_replay_alloc(size_t size)
     return (p == MAP_FAILED) ? NULL : p;
 }
 
-static void uct_syncmem_replay_free(uct_syncmem_replay_ring_t *replay)
+static void uct_syncmem_replay_free(uct_syncmem_ep_t *ep)
 {
+    uct_syncmem_iface_t *iface         = ucs_derived_of(ep->super.super.iface,
+                                                        uct_syncmem_iface_t);
+    uct_syncmem_replay_ring_t *replay = &ep->replay;
     size_t size = (replay->mask + 1u) * (size_t)replay->stride;
 
     if (replay->ring == NULL) {
@@ -50,6 +53,7 @@ static void uct_syncmem_replay_free(uct_syncmem_replay_ring_t *replay)
         munmap(replay->ring, size);
     }
     replay->ring = NULL;
+    --iface->rings;
 }
 
 
@@ -93,7 +97,10 @@ static ucs_status_t uct_syncmem_replay_resize(uct_syncmem_ep_t *ep,
         memcpy(ring + (sn & (entries - 1)) * ep->replay.stride,
                uct_syncmem_replay_entry(&ep->replay, sn), ep->replay.stride);
     }
-    uct_syncmem_replay_free(&ep->replay);
+    if (ep->replay.ring != NULL) {
+        uct_syncmem_replay_free(ep);
+    }
+    ++iface->rings;
     ep->replay.ring   = ring;
     ep->replay.mask   = entries - 1;
     ep->tx.available += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
@@ -151,10 +158,12 @@ ucs_status_t uct_syncmem_replay_grow(uct_syncmem_ep_t *ep)
 
 /* An endpoint with nothing outstanding gives its whole ring back: an idle
  * endpoint keeps no request, so it costs no ring. Its room to send is 0
- * then, and its next operation answers UCS_ERR_NO_RESOURCE and asks
- * (ep->replay.wake) for the ring the next progress gives it, as for a ring
- * found full (uct_syncmem_ep_check_tx); pending_add and an empty write (a
- * flush's, the keepalive's) take one at once (uct_syncmem_ep_tx_room). */
+ * then, and its next operation takes the smallest ring on its way
+ * (uct_syncmem_ep_check_tx), as do pending_add and an empty write (a
+ * flush's, the keepalive's: uct_syncmem_ep_tx_room). The watchdog parks
+ * an endpoint that posted nothing through two checks; one whose last
+ * request completes while more than TX_IDLE_RINGS endpoints hold a ring
+ * parks at once (uct_syncmem_ep_tx_completed). */
 void uct_syncmem_replay_park(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
@@ -162,7 +171,7 @@ void uct_syncmem_replay_park(uct_syncmem_ep_t *ep)
 
     if ((ep->replay.ring != NULL) && (ep->tx.sn == ep->tx.acked_sn) &&
         ucs_list_is_empty(&ep->db_list)) {
-        uct_syncmem_replay_free(&ep->replay);
+        uct_syncmem_replay_free(ep);
         /* nothing outstanding: the room is the limit, now 0 */
         ep->tx.available = uct_syncmem_ep_tx_limit(iface, ep);
     }
@@ -190,7 +199,7 @@ void uct_syncmem_replay_destroy_old_qp(uct_syncmem_ep_t *ep)
 void uct_syncmem_replay_ep_cleanup(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_replay_destroy_old_qp(ep);
-    uct_syncmem_replay_free(&ep->replay);
+    uct_syncmem_replay_free(ep);
 }
 
 /*

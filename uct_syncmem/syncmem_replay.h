@@ -48,9 +48,6 @@ typedef struct uct_syncmem_replay_ring {
     uint32_t         stride;        /* 0: requests are not kept */
     uint16_t         mask;
     uint8_t          mtu_shift;     /* log2 of the path MTU */
-    uint8_t          wake;          /* an operation found no room: the
-                                       next progress grows (or gives a
-                                       parked endpoint) its ring */
     uint32_t         next_psn;      /* of the next request posted; its
                                        low 24 bits are the PSN */
 } uct_syncmem_replay_ring_t;

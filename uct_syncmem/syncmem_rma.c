@@ -20,6 +20,30 @@ uct_syncmem_wr_rdma(struct ibv_send_wr *wr, enum ibv_wr_opcode opcode,
     wr->wr.rdma.rkey        = (uint32_t)rkey;
 }
 
+/* An operation found its endpoint parked (UCT_SYNCMEM_ERR_PARKED): each
+ * takes a ring and goes again from a function of its own, out of line and
+ * called last, so that the operation saves no register for it. */
+static ucs_status_t
+uct_syncmem_ep_put_short_parked(uct_ep_h tl_ep, const void *buffer,
+                                unsigned length, uint64_t remote_addr,
+                                uct_rkey_t rkey, int mode);
+static ssize_t
+uct_syncmem_ep_put_bcopy_parked(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                                void *arg, uint64_t remote_addr,
+                                uct_rkey_t rkey, int mode);
+static ucs_status_t
+uct_syncmem_ep_rdma_zcopy_parked(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
+                                 const uct_iov_t *iov, size_t iovcnt,
+                                 size_t max_iov, uint64_t remote_addr,
+                                 uct_rkey_t rkey, uct_completion_t *comp,
+                                 int mode);
+static ucs_status_t
+uct_syncmem_ep_get_bcopy_parked(uct_ep_h tl_ep,
+                                uct_unpack_callback_t unpack_cb, void *arg,
+                                size_t length, uint64_t remote_addr,
+                                uct_rkey_t rkey, uct_completion_t *comp,
+                                int mode);
+
 /* put_short, made for how the iface keeps its requests (mode:
  * UCT_SYNCMEM_TX_*), so that the fast path tests none of it:
  * uct_syncmem_iface_tx_ops picks one. */
@@ -37,9 +61,11 @@ uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
     unsigned sn; /* truncated to 16 bits where kept */
 
     UCT_CHECK_LENGTH(length, 0, iface->config.max_inline, "put_short");
-    status = uct_syncmem_ep_check_tx(iface, ep);
+    status = uct_syncmem_ep_check_room(iface, ep);
     if (ucs_unlikely(status != UCS_OK)) {
-        return status;
+        return (status != UCT_SYNCMEM_ERR_PARKED) ? status :
+               uct_syncmem_ep_put_short_parked(tl_ep, buffer, length,
+                                               remote_addr, rkey, mode);
     }
 
     /* the slot is taken first: what the check loaded dies here, and after
@@ -115,9 +141,15 @@ uct_syncmem_ep_put_bcopy_inl(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     ucs_status_t status;
     ssize_t length;
 
-    status = uct_syncmem_ep_tx_desc(iface, ep, uct_syncmem_op_release, &desc);
+    status = uct_syncmem_ep_check_room(iface, ep);
     if (ucs_unlikely(status != UCS_OK)) {
-        return status;
+        return (status != UCT_SYNCMEM_ERR_PARKED) ? status :
+               uct_syncmem_ep_put_bcopy_parked(tl_ep, pack_cb, arg,
+                                               remote_addr, rkey, mode);
+    }
+    desc = uct_syncmem_desc_get(iface, uct_syncmem_op_release);
+    if (ucs_unlikely(desc == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
     }
 
     length = uct_syncmem_desc_pack(iface, desc, pack_cb, arg, &sge);
@@ -175,9 +207,12 @@ uct_syncmem_ep_rdma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
     int num_sge;
 
     UCT_CHECK_IOV_SIZE(iovcnt, max_iov, "rdma zcopy");
-    status = uct_syncmem_ep_check_tx(iface, ep);
+    status = uct_syncmem_ep_check_room(iface, ep);
     if (ucs_unlikely(status != UCS_OK)) {
-        return status;
+        return (status != UCT_SYNCMEM_ERR_PARKED) ? status :
+               uct_syncmem_ep_rdma_zcopy_parked(tl_ep, opcode, iov, iovcnt,
+                                                max_iov, remote_addr, rkey,
+                                                comp, mode);
     }
 
     if (comp != NULL) {
@@ -264,9 +299,15 @@ uct_syncmem_ep_get_bcopy_inl(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
     ucs_status_t status;
 
     UCT_CHECK_LENGTH(length, 0, iface->config.seg_size, "get_bcopy");
-    status = uct_syncmem_ep_tx_desc(iface, ep, uct_syncmem_get_bcopy_done, &desc);
+    status = uct_syncmem_ep_check_room(iface, ep);
     if (ucs_unlikely(status != UCS_OK)) {
-        return status;
+        return (status != UCT_SYNCMEM_ERR_PARKED) ? status :
+               uct_syncmem_ep_get_bcopy_parked(tl_ep, unpack_cb, arg, length,
+                                               remote_addr, rkey, comp, mode);
+    }
+    desc = uct_syncmem_desc_get(iface, uct_syncmem_get_bcopy_done);
+    if (ucs_unlikely(desc == NULL)) {
+        return UCS_ERR_NO_RESOURCE;
     }
     desc->super.comp       = comp;
     desc->super.unpack_cb  = unpack_cb;
@@ -321,4 +362,60 @@ ucs_status_t uct_syncmem_ep_get_bcopy_batch(uct_ep_h tl_ep,
     return uct_syncmem_ep_get_bcopy_inl(tl_ep, unpack_cb, arg, length,
                                         remote_addr, rkey, comp,
                                         UCT_SYNCMEM_TX_BATCH);
+}
+
+static UCS_F_NOINLINE ucs_status_t
+uct_syncmem_ep_put_short_parked(uct_ep_h tl_ep, const void *buffer,
+                                unsigned length, uint64_t remote_addr,
+                                uct_rkey_t rkey, int mode)
+{
+    ucs_status_t status = uct_syncmem_ep_unpark(ucs_derived_of(tl_ep,
+                                                               uct_syncmem_ep_t));
+
+    return (status != UCS_OK) ? status :
+           uct_syncmem_ep_put_short_inl(tl_ep, buffer, length, remote_addr,
+                                        rkey, mode);
+}
+
+static UCS_F_NOINLINE ssize_t
+uct_syncmem_ep_put_bcopy_parked(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
+                                void *arg, uint64_t remote_addr,
+                                uct_rkey_t rkey, int mode)
+{
+    ucs_status_t status = uct_syncmem_ep_unpark(ucs_derived_of(tl_ep,
+                                                               uct_syncmem_ep_t));
+
+    return (status != UCS_OK) ? status :
+           uct_syncmem_ep_put_bcopy_inl(tl_ep, pack_cb, arg, remote_addr,
+                                        rkey, mode);
+}
+
+static UCS_F_NOINLINE ucs_status_t
+uct_syncmem_ep_rdma_zcopy_parked(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
+                                 const uct_iov_t *iov, size_t iovcnt,
+                                 size_t max_iov, uint64_t remote_addr,
+                                 uct_rkey_t rkey, uct_completion_t *comp,
+                                 int mode)
+{
+    ucs_status_t status = uct_syncmem_ep_unpark(ucs_derived_of(tl_ep,
+                                                               uct_syncmem_ep_t));
+
+    return (status != UCS_OK) ? status :
+           uct_syncmem_ep_rdma_zcopy(tl_ep, opcode, iov, iovcnt, max_iov,
+                                     remote_addr, rkey, comp, mode);
+}
+
+static UCS_F_NOINLINE ucs_status_t
+uct_syncmem_ep_get_bcopy_parked(uct_ep_h tl_ep,
+                                uct_unpack_callback_t unpack_cb, void *arg,
+                                size_t length, uint64_t remote_addr,
+                                uct_rkey_t rkey, uct_completion_t *comp,
+                                int mode)
+{
+    ucs_status_t status = uct_syncmem_ep_unpark(ucs_derived_of(tl_ep,
+                                                               uct_syncmem_ep_t));
+
+    return (status != UCS_OK) ? status :
+           uct_syncmem_ep_get_bcopy_inl(tl_ep, unpack_cb, arg, length,
+                                        remote_addr, rkey, comp, mode);
 }

@@ -45,14 +45,22 @@ uct_syncmem_ep_tx_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
             (uct_syncmem_replay_grow(ep) == UCS_OK)); /* connected only */
 }
 
+/* uct_syncmem_ep_check_room's answer for an endpoint that is parked
+ * (uct_syncmem_replay_park) and may send: the operation takes its ring
+ * (uct_syncmem_ep_unpark) and goes again. Never returned to UCT's users. */
+#define UCT_SYNCMEM_ERR_PARKED ((ucs_status_t)(UCS_ERR_LAST - 1))
+
 /*
  * Whether an operation may be posted now. Requests waiting in the pending
  * queue go first, so a new operation may not overtake them (except when it
  * is one of them, being dispatched). No call on the way out: a call would
- * make the operation save registers on its fast path too.
+ * make the operation save registers on its fast path too. So a parked
+ * endpoint is answered UCT_SYNCMEM_ERR_PARKED, and the operation calls
+ * what takes its ring and posts it again last (the operations of
+ * uct_syncmem_iface_tx_ops), or uct_syncmem_ep_check_tx does (the others).
  */
 static UCS_F_ALWAYS_INLINE ucs_status_t
-uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
+uct_syncmem_ep_check_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 {
     if (ucs_likely(uct_syncmem_ep_has_tx_res(iface, ep) &&
                    (ucs_arbiter_group_is_empty(&ep->arb_group) ||
@@ -69,17 +77,45 @@ uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
          * the next progress asks (uct_syncmem_iface_cq_rescue) */
         iface->cq_starved = 1;
         iface->check_due  = 1;
-    } else if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
-               (ep->tx.available <= 0) &&
-               (uct_syncmem_ep_tx_limit(iface, ep) <
-                (int)iface->config.tx_queue_len)) {
-        /* a ring that may grow, or a parked one: the next progress grows
-         * it (UCP's pending_add at once) */
-        ep->replay.wake  = 1;
+    } else if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
+               (ep->tx.available > 0)) {
+        /* not connected, or behind its pending requests */
+    } else if ((ep->replay.ring == NULL) && (ep->replay.stride != 0)) {
+        /* parked: takes a ring and goes at once, unless behind its
+         * pending requests (pending_add took one already) */
+        if (ucs_arbiter_group_is_empty(&ep->arb_group) ||
+            (iface->dispatching == ep)) {
+            return UCT_SYNCMEM_ERR_PARKED;
+        }
+    } else if (uct_syncmem_ep_tx_limit(iface, ep) <
+               (int)iface->config.tx_queue_len) {
+        /* a ring that may grow: the next progress grows it (UCP's
+         * pending_add at once) */
         iface->grow_due  = 1;
         iface->check_due = 1;
     }
     return UCS_ERR_NO_RESOURCE;
+}
+
+/* An operation found ep parked: its ring now (a malloc). UCS_OK: the
+ * operation may go again. */
+static inline ucs_status_t uct_syncmem_ep_unpark(uct_syncmem_ep_t *ep)
+{
+    return (uct_syncmem_replay_grow(ep) == UCS_OK) ? UCS_OK :
+           UCS_ERR_NO_RESOURCE;
+}
+
+/* uct_syncmem_ep_check_room for the operations that may call on their
+ * way: a parked endpoint takes its ring here. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
+{
+    ucs_status_t status = uct_syncmem_ep_check_room(iface, ep);
+
+    if (ucs_unlikely(status == UCT_SYNCMEM_ERR_PARKED)) {
+        return uct_syncmem_ep_unpark(ep);
+    }
+    return status;
 }
 
 /* ibv_post_send failed: the QP is broken. Give back what the post took;

@@ -158,16 +158,14 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
     if (ucs_unlikely(iface->grow_due)) {
         /* rings that an operation found full (all full ones: with many
          * endpoints sending in turn, one pass for each would walk the
-         * list each time), and the parked ones an operation asked for
-         * (uct_syncmem_ep_check_tx) */
+         * list each time; a parked endpoint took its ring at once) */
         iface->grow_due = 0;
         ucs_list_for_each(ep, &iface->eps, list) {
-            if (((ep->replay.ring != NULL) || ep->replay.wake) &&
+            if ((ep->replay.ring != NULL) &&
                 (ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
                 (ep->tx.available <= 0)) {
                 (void)uct_syncmem_replay_grow(ep);
             }
-            ep->replay.wake = 0;
         }
     }
 

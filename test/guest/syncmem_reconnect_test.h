@@ -276,6 +276,7 @@ protected:
                 break;
             }
             if (status == UCS_ERR_NO_RESOURCE) {
+                ++m_no_resource;
                 progress();
             }
         } while ((status == UCS_ERR_NO_RESOURCE) && (++tries < 5000000));
@@ -583,6 +584,7 @@ protected:
     bool m_atomics       = true; // ...atomics
     bool m_others        = true; // ...puts and active messages
     unsigned m_next_kind = 0;
+    unsigned m_no_resource = 0; // UCS_ERR_NO_RESOURCE answers post() saw
     std::vector<std::unique_ptr<op>> m_ops;
     std::vector<uint64_t> m_order; // op numbers, as their completions came
     std::set<uint64_t> m_am_sent;

@@ -80,11 +80,11 @@ TEST_F(syncmem_reconnect_test, failures_with_gets_in_flight_lose_no_data)
 
 // An endpoint idle at two watchdog checks gives its whole replay ring back
 // (uct_syncmem_replay_park): an idle endpoint keeps no request, so it costs
-// no ring. Its next operation finds no room, the next progress gives it a
-// ring, and the operation goes out; a keepalive check (uct_ep_check) of a
-// parked endpoint still sends its empty write; and a QP that broke while
-// its endpoint was parked reconnects with the operations that find it so.
-// Every operation, of every kind, lands once with its data.
+// no ring. Its next operation takes a ring on its way and goes out at once
+// (no UCS_ERR_NO_RESOURCE, no progress); a keepalive check (uct_ep_check)
+// of a parked endpoint still sends its empty write; and a QP that broke
+// while its endpoint was parked reconnects with the operations that find
+// it so. Every operation, of every kind, lands once with its data.
 class syncmem_replay_park_test : public syncmem_reconnect_test {
 protected:
     // (a check every 50 ms: RC_STALL_TIMEOUT / 4)
@@ -112,7 +112,15 @@ TEST_F(syncmem_replay_park_test, idle_endpoint_parks_its_ring_and_sends_again)
     ASSERT_TRUE(wait_parked()) << "never parked: " << ep_state();
     EXPECT_EQ(0, sep()->tx.available) << "a parked endpoint has no room";
 
-    post_some(24); // the first finds no room, and waits for a progress
+    // (to the last 64 bytes, which no operation of the workload takes)
+    uintptr_t spare = (uintptr_t)m_dst->data.data() + m_dst->data.size() - 64;
+    uint64_t word   = 0x5eed;
+    EXPECT_EQ(UCS_OK, uct_ep_put_short(m_ep, &word, sizeof(word), spare,
+                                       m_dst->rkey.rkey))
+            << "waited for a ring";
+    EXPECT_NE(nullptr, sep()->replay.ring) << "took no ring on its way";
+
+    post_some(24);
     EXPECT_NE(nullptr, sep()->replay.ring);
     ASSERT_EQ(UCS_OK, flush_wait());
     ASSERT_TRUE(wait_parked()) << "never parked again: " << ep_state();
@@ -131,5 +139,44 @@ TEST_F(syncmem_replay_park_test, idle_endpoint_parks_its_ring_and_sends_again)
     // (an atomic of unknown outcome on a new QP is the flush's to report)
     ASSERT_TRUE((status == UCS_OK) || (status == UCS_ERR_CONNECTION_RESET))
             << ucs_status_string(status);
+    check_all();
+    uint64_t landed = 0;
+    memcpy(&landed, (void*)spare, sizeof(landed));
+    EXPECT_EQ(word, landed);
+}
+
+// While more endpoints than TX_IDLE_RINGS hold a ring (here: more than
+// none), one whose last request completes gives its ring back at once, not
+// at the watchdog's second idle check (seconds away at the defaults), and
+// takes one again with its next operation, of any kind, which goes out at
+// once (uct_syncmem_ep_unpark). Every operation lands once with its data.
+class syncmem_idle_rings_test : public syncmem_reconnect_test {
+protected:
+    config_mods_t sender_mods() const override {
+        return {{"TX_IDLE_RINGS", "0"}};
+    }
+};
+
+TEST_F(syncmem_idle_rings_test, idle_endpoint_parks_when_its_last_completes)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(m_ep->iface,
+                                                uct_syncmem_iface_t);
+
+    for (int round = 0; round < 3; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        post_some(24);
+        ASSERT_EQ(UCS_OK, flush_wait());
+        EXPECT_EQ(nullptr, sep()->replay.ring) << ep_state();
+        EXPECT_EQ(0, sep()->tx.available);
+        EXPECT_EQ(0u, iface->rings);
+    }
+    for (int k = 0; k < NUM_KINDS; ++k) {
+        SCOPED_TRACE("kind " + std::to_string(k));
+        unsigned no_resource = m_no_resource;
+        post((kind)k);
+        EXPECT_EQ(no_resource, m_no_resource) << "waited for a ring";
+        ASSERT_EQ(UCS_OK, flush_wait());
+        EXPECT_EQ(nullptr, sep()->replay.ring) << ep_state();
+    }
     check_all();
 }

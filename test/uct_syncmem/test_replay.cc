@@ -473,6 +473,7 @@ TEST_F(replay_grow, parks_when_idle)
     }
     fill();
     ASSERT_EQ(64u, entries());
+    EXPECT_EQ(1u, m_iface->rings);
 
     uct_syncmem_replay_park(m_ep);
     EXPECT_EQ(64u, entries()); // requests outstanding
@@ -491,15 +492,49 @@ TEST_F(replay_grow, parks_when_idle)
     EXPECT_EQ(nullptr, m_ep->replay.ring);
     EXPECT_EQ(0, m_ep->tx.available);
     EXPECT_EQ(0, uct_syncmem_ep_tx_limit(m_iface, m_ep));
+    EXPECT_EQ(0u, m_iface->rings);
     uct_syncmem_replay_park(m_ep); // parked already: nothing changes
     EXPECT_EQ(0, m_ep->tx.available);
+    EXPECT_EQ(0u, m_iface->rings);
 
     ASSERT_EQ(UCS_OK, uct_syncmem_replay_grow(m_ep));
     ASSERT_NE(nullptr, m_ep->replay.ring);
     EXPECT_EQ(4u, entries());
     EXPECT_EQ(2, m_ep->tx.available);
+    EXPECT_EQ(1u, m_iface->rings);
     fill();
     expect_entries(2);
+}
+
+// The last request of an endpoint completes: it parks at once while more
+// endpoints than TX_IDLE_RINGS hold a ring, and not before its last one
+// completes, nor while no more than that do (the watchdog's then).
+TEST_F(replay_grow, parks_at_its_last_completion_beyond_idle_rings)
+{
+    init(0xfffe);
+    ucs_queue_head_init(&m_ep->tx.outstanding);
+    m_iface->config.idle_rings = 1;
+    fill();
+    ASSERT_EQ(2, uct_syncmem_ep_tx_outstanding(m_ep));
+    uct_syncmem_ep_tx_completed(m_ep, m_ep->tx.sn, UCS_OK);
+    EXPECT_NE(nullptr, m_ep->replay.ring) << "no more rings than kept";
+    EXPECT_EQ(2, m_ep->tx.available);
+
+    m_iface->config.idle_rings = 0;
+    fill();
+    uct_syncmem_ep_tx_completed(m_ep, m_ep->tx.sn - 1, UCS_OK);
+    EXPECT_NE(nullptr, m_ep->replay.ring) << "one still outstanding";
+    uct_syncmem_ep_tx_completed(m_ep, m_ep->tx.sn, UCS_OK);
+    EXPECT_EQ(nullptr, m_ep->replay.ring);
+    EXPECT_EQ(0, m_ep->tx.available);
+    EXPECT_EQ(0u, m_iface->rings);
+
+    ASSERT_EQ(UCS_OK, uct_syncmem_replay_grow(m_ep));
+    m_ep->state = UCT_SYNCMEM_EP_CONNECTING; // a reconnect's completions
+    fill();
+    uct_syncmem_ep_tx_completed(m_ep, m_ep->tx.sn, UCS_OK);
+    EXPECT_NE(nullptr, m_ep->replay.ring) << "parked while not connected";
+    m_ep->state = UCT_SYNCMEM_EP_CONNECTED;
 }
 
 // The room to send is there only while connected (the fast path reads no
