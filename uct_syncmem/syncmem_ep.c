@@ -66,10 +66,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     memset(&self->reconnect, 0, sizeof(self->reconnect));
     memset(&self->wd, 0, sizeof(self->wd));
 
-    status = uct_syncmem_replay_ep_init(self);
-    if (status != UCS_OK) {
-        goto err;
-    }
+    uct_syncmem_replay_ep_init(self);
     self->tx.available     = uct_syncmem_ep_tx_limit(iface, self);
 
     status = uct_syncmem_qp_create(iface, iface->cq, &self->qp);
@@ -107,7 +104,6 @@ err_qp:
     ibv_destroy_qp(self->qp);
 err_fault:
     uct_syncmem_replay_ep_cleanup(self);
-err:
     ucs_arbiter_group_cleanup(&self->arb_group);
     return status;
 }

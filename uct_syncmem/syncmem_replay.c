@@ -111,22 +111,21 @@ static ucs_status_t uct_syncmem_replay_resize(uct_syncmem_ep_t *ep,
  * progress after a send found it full, or when something waits for room:
  * uct_syncmem_ep_tx_room), up to the send queue's worth: it costs what is
  * in flight. The fast path pays nothing for it: room to send is
- * tx.available, which counts the ring's room too. */
-ucs_status_t uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep)
+ * tx.available, which counts the ring's room too. An endpoint starts
+ * parked (uct_syncmem_replay_park): its first operation takes the
+ * smallest ring, so that one that never sends costs none, and the rings
+ * of a thousand endpoints connecting are never all there at once. */
+void uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
 
     memset(&ep->replay, 0, sizeof(ep->replay));
     memset(&ep->lost, 0, sizeof(ep->lost));
-    if (!iface->config.reconnect && (iface->config.db_batch <= 1)) {
-        return UCS_OK;
+    if (iface->config.reconnect || (iface->config.db_batch > 1)) {
+        ep->replay.stride = sizeof(uct_syncmem_replay_t) +
+                            iface->config.replay_data;
     }
-
-    ep->replay.stride = sizeof(uct_syncmem_replay_t) +
-                        iface->config.replay_data;
-    return uct_syncmem_replay_resize(ep, ucs_min(iface->config.ring_min,
-                                                 uct_syncmem_replay_max(iface)));
 }
 
 /* Room for one more request on an endpoint whose ring is full: a ring twice

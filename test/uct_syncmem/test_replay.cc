@@ -385,7 +385,12 @@ protected:
     }
 
     void init(uint16_t sn) {
-        ASSERT_EQ(UCS_OK, uct_syncmem_replay_ep_init(m_ep));
+        uct_syncmem_replay_ep_init(m_ep);
+        ASSERT_EQ(nullptr, m_ep->replay.ring); // parked until it sends
+        if ((m_ep->replay.stride != 0) &&
+            (m_ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
+            ASSERT_EQ(UCS_OK, uct_syncmem_replay_grow(m_ep));
+        }
         m_ep->replay.mtu_shift = 10;
         m_ep->tx.sn            = sn;
         m_ep->tx.acked_sn      = sn;
@@ -548,6 +553,8 @@ TEST_F(replay_grow, room_only_while_connected)
     init(40);
     EXPECT_EQ(0, m_ep->tx.available);
     uct_syncmem_ep_set_state(m_ep, UCT_SYNCMEM_EP_CONNECTED);
+    EXPECT_EQ(0, m_ep->tx.available); // parked: its first operation...
+    ASSERT_EQ(UCS_OK, uct_syncmem_replay_grow(m_ep)); // ...takes a ring
     EXPECT_EQ(2, m_ep->tx.available);
 
     fill();
