@@ -402,11 +402,9 @@ uct_syncmem_ep_am_short_parked(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
                                const void *payload, unsigned length,
                                int mode)
 {
-    ucs_status_t status = uct_syncmem_ep_unpark(ucs_derived_of(tl_ep,
-                                                               uct_syncmem_ep_t));
-
-    return (status != UCS_OK) ? status :
-           uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length, mode);
+    return UCT_SYNCMEM_EP_UNPARKED(tl_ep,
+            uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length,
+                                        mode));
 }
 
 ucs_status_t uct_syncmem_ep_am_short_iov(uct_ep_h tl_ep, uint8_t id,

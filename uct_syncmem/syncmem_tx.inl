@@ -105,6 +105,12 @@ static inline ucs_status_t uct_syncmem_ep_unpark(uct_syncmem_ep_t *ep)
            UCS_ERR_NO_RESOURCE;
 }
 
+/* The body of an operation's out-of-line function for a parked endpoint:
+ * a ring, then _call (the operation again). */
+#define UCT_SYNCMEM_EP_UNPARKED(_tl_ep, _call) \
+    ((uct_syncmem_ep_unpark(ucs_derived_of(_tl_ep, uct_syncmem_ep_t)) == \
+      UCS_OK) ? (_call) : UCS_ERR_NO_RESOURCE)
+
 /* uct_syncmem_ep_check_room for the operations that may call on their
  * way: a parked endpoint takes its ring here. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
