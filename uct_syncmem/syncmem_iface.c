@@ -108,7 +108,9 @@ static ucs_status_t uct_syncmem_iface_flush(uct_iface_h tl_iface,
     ucs_status_t status;
     unsigned waiting = 0;
 
-    uct_syncmem_iface_ring_all(iface);
+    if (!ucs_list_is_empty(&iface->db_eps)) {
+        uct_syncmem_iface_ring_all(iface);
+    }
 
     /* Callers flush the iface to wait until new endpoints are connected
      * (ucx_perftest does), so connecting counts as outstanding. */
