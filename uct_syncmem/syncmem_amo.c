@@ -105,7 +105,7 @@ static ucs_status_t uct_syncmem_amo_post_cas(uct_syncmem_iface_t *iface,
     return uct_syncmem_ep_post_sge(iface, amo->ep, IBV_WR_ATOMIC_CMP_AND_SWP,
                                    amo->remote_addr, amo->rkey, compare, swap,
                                    &sge, 1, sizeof(uint64_t), &desc->super,
-                                   1, UCT_SYNCMEM_TX_ANY);
+                                   1, UCT_SYNCMEM_TX_ANY, 0);
 }
 
 static void uct_syncmem_amo_finish(uct_syncmem_desc_t *desc,
@@ -261,7 +261,7 @@ uct_syncmem_amo_native(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     status = uct_syncmem_ep_post_sge(iface, ep, opcode, remote_addr, rkey,
                                      compare_add, swap, &sge, 1,
                                      sizeof(uint64_t), &desc->super, signal,
-                                     UCT_SYNCMEM_TX_ANY);
+                                     UCT_SYNCMEM_TX_ANY, 0);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put(desc);
     }

@@ -158,7 +158,7 @@ uct_syncmem_ep_put_bcopy_inl(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
     }
     status = uct_syncmem_ep_post_sge(iface, ep, IBV_WR_RDMA_WRITE, remote_addr,
                                      rkey, 0, 0, &sge, 1, length,
-                                     &desc->super, 0, mode);
+                                     &desc->super, 0, mode, 0);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put(desc);
         return status;
@@ -200,7 +200,8 @@ uct_syncmem_ep_rdma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
     uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
                                                 uct_syncmem_iface_t);
-    struct ibv_sge sge[UCT_SYNCMEM_MAX_SGE];
+    struct ibv_sge sge_buf[UCT_SYNCMEM_MAX_SGE];
+    struct ibv_sge *sge  = sge_buf;
     uct_syncmem_op_t *op = NULL;
     ucs_status_t status;
     uint32_t length;
@@ -222,10 +223,16 @@ uct_syncmem_ep_rdma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
         }
     }
 
+    if (mode != UCT_SYNCMEM_TX_PLAIN) {
+        /* the scatter list is made in the ring entry, and posted from it */
+        sge = (struct ibv_sge*)uct_syncmem_replay_entry(&ep->replay,
+                                                        ep->tx.sn + 1u)->data;
+    }
     num_sge = uct_syncmem_sge_fill_iov(sge, iov, iovcnt, &length);
     status  = uct_syncmem_ep_post_sge(iface, ep, opcode, remote_addr, rkey, 0,
                                       0, sge, num_sge, length, op,
-                                      comp != NULL, mode);
+                                      comp != NULL, mode,
+                                      mode != UCT_SYNCMEM_TX_PLAIN);
     if (ucs_unlikely(status != UCS_OK)) {
         if (op != NULL) {
             ucs_mpool_put(op);
@@ -319,7 +326,7 @@ uct_syncmem_ep_get_bcopy_inl(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
     sge.lkey   = desc->lkey;
     status     = uct_syncmem_ep_post_sge(iface, ep, IBV_WR_RDMA_READ,
                                          remote_addr, rkey, 0, 0, &sge, 1,
-                                         length, &desc->super, 1, mode);
+                                         length, &desc->super, 1, mode, 0);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put(desc);
         return status;

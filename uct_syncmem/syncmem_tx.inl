@@ -166,15 +166,20 @@ uct_syncmem_replay_inline(uct_syncmem_ep_t *ep, unsigned sn, uint8_t opcode,
  * (with atomic: an atomic's operands) from num_sge entries of sge, length
  * bytes; count the PSNs it takes. Made from values the operation holds:
  * read back from a work request, each would be loaded again after every
- * byte stored into the entry (which may alias it).
+ * byte stored into the entry (which may alias it). sge_kept: sge is the
+ * entry's own scatter list already (an RDMA's, made there: zcopy).
  */
 static UCS_F_ALWAYS_INLINE void
 uct_syncmem_replay_sge(uct_syncmem_ep_t *ep, uint16_t sn, uint8_t opcode,
                        uint8_t send_flags, uint64_t remote_addr, uint32_t rkey,
                        uint64_t compare_add, uint64_t swap,
-                       const struct ibv_sge *sge, int num_sge, uint32_t length)
+                       const struct ibv_sge *sge, int num_sge, uint32_t length,
+                       int sge_kept)
 {
-    uct_syncmem_replay_t *e = uct_syncmem_replay_entry(&ep->replay, sn);
+    uct_syncmem_replay_t *e = sge_kept ?
+                              ucs_container_of((uint64_t*)sge,
+                                               uct_syncmem_replay_t, data) :
+                              uct_syncmem_replay_entry(&ep->replay, sn);
     struct ibv_sge *dst     = (struct ibv_sge*)e->data;
     int i;
 
@@ -190,7 +195,7 @@ uct_syncmem_replay_sge(uct_syncmem_ep_t *ep, uint16_t sn, uint8_t opcode,
         e->data[1] = swap;
         dst        = (struct ibv_sge*)&e->data[2];
     }
-    for (i = 0; i < num_sge; ++i) {
+    for (i = 0; !sge_kept && (i < num_sge); ++i) {
         dst[i] = sge[i];
     }
     ep->replay.next_psn += uct_syncmem_wr_npkts(&ep->replay, opcode, length);
@@ -217,7 +222,7 @@ uct_syncmem_replay_save(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
         uct_syncmem_replay_sge(ep, sn, wr->opcode, wr->send_flags,
                                wr->wr.atomic.remote_addr, wr->wr.atomic.rkey,
                                wr->wr.atomic.compare_add, wr->wr.atomic.swap,
-                               wr->sg_list, wr->num_sge, length);
+                               wr->sg_list, wr->num_sge, length, 0);
         return;
     }
 
@@ -228,7 +233,7 @@ uct_syncmem_replay_save(uct_syncmem_ep_t *ep, const struct ibv_send_wr *wr,
     inl         = wr->send_flags & IBV_SEND_INLINE;
     uct_syncmem_replay_sge(ep, sn, wr->opcode, wr->send_flags, remote_addr,
                            rkey, 0, 0, wr->sg_list, inl ? 0 : wr->num_sge,
-                           length);
+                           length, 0);
     e = uct_syncmem_replay_entry(&ep->replay, sn);
     if (wr->opcode == IBV_WR_SEND_WITH_IMM) {
         e->imm_data = wr->imm_data;
@@ -386,7 +391,8 @@ uct_syncmem_ep_post_sge(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
                         enum ibv_wr_opcode opcode, uint64_t remote_addr,
                         uct_rkey_t rkey, uint64_t compare_add, uint64_t swap,
                         struct ibv_sge *sge, int num_sge, uint32_t length,
-                        uct_syncmem_op_t *op, int signal, int mode)
+                        uct_syncmem_op_t *op, int signal, int mode,
+                        int sge_kept)
 {
     uint16_t sn    = ep->tx.sn + 1;
     unsigned flags = uct_syncmem_ep_tx_flags(iface, ep, 0, signal, sn);
@@ -397,14 +403,16 @@ uct_syncmem_ep_post_sge(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
         batch = ucs_unlikely(iface->config.db_batch > 1);
         if (ep->replay.ring != NULL) {
             uct_syncmem_replay_sge(ep, sn, opcode, flags, remote_addr, rkey,
-                                   compare_add, swap, sge, num_sge, length);
+                                   compare_add, swap, sge, num_sge, length,
+                                   0);
         }
     } else {
         /* not asserted: an assertion is a test on the fast path */
         batch = (mode == UCT_SYNCMEM_TX_BATCH);
         if (mode != UCT_SYNCMEM_TX_PLAIN) {
             uct_syncmem_replay_sge(ep, sn, opcode, flags, remote_addr, rkey,
-                                   compare_add, swap, sge, num_sge, length);
+                                   compare_add, swap, sge, num_sge, length,
+                                   sge_kept);
         }
     }
     wr.wr_id      = sn;

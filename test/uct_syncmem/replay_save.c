@@ -24,7 +24,7 @@ void syncmem_test_replay_sge(uct_syncmem_ep_t *ep, uint16_t sn,
                            atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey,
                            atomic ? wr->wr.atomic.compare_add : 0,
                            atomic ? wr->wr.atomic.swap : 0, wr->sg_list,
-                           wr->num_sge, length);
+                           wr->num_sge, length, 0);
 }
 
 uct_syncmem_replay_t *syncmem_test_replay_entry(uct_syncmem_ep_t *ep,
