@@ -332,7 +332,8 @@ uct_syncmem_ep_am_short_inl(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
                      "am_short");
     status = uct_syncmem_ep_check_room(iface, ep);
     if (ucs_unlikely(status != UCS_OK)) {
-        return (status != UCT_SYNCMEM_ERR_PARKED) ? status :
+        return ((mode == UCT_SYNCMEM_TX_PLAIN) || /* no ring: not parked */
+                (status != UCT_SYNCMEM_ERR_PARKED)) ? status :
                uct_syncmem_ep_am_short_parked(tl_ep, id, hdr, payload, length,
                                               mode);
     }

@@ -63,7 +63,8 @@ uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
     UCT_CHECK_LENGTH(length, 0, iface->config.max_inline, "put_short");
     status = uct_syncmem_ep_check_room(iface, ep);
     if (ucs_unlikely(status != UCS_OK)) {
-        return (status != UCT_SYNCMEM_ERR_PARKED) ? status :
+        return ((mode == UCT_SYNCMEM_TX_PLAIN) || /* no ring: not parked */
+                (status != UCT_SYNCMEM_ERR_PARKED)) ? status :
                uct_syncmem_ep_put_short_parked(tl_ep, buffer, length,
                                                remote_addr, rkey, mode);
     }
@@ -143,7 +144,8 @@ uct_syncmem_ep_put_bcopy_inl(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
 
     status = uct_syncmem_ep_check_room(iface, ep);
     if (ucs_unlikely(status != UCS_OK)) {
-        return (status != UCT_SYNCMEM_ERR_PARKED) ? status :
+        return ((mode == UCT_SYNCMEM_TX_PLAIN) || /* no ring: not parked */
+                (status != UCT_SYNCMEM_ERR_PARKED)) ? status :
                uct_syncmem_ep_put_bcopy_parked(tl_ep, pack_cb, arg,
                                                remote_addr, rkey, mode);
     }
@@ -210,7 +212,8 @@ uct_syncmem_ep_rdma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
     UCT_CHECK_IOV_SIZE(iovcnt, max_iov, "rdma zcopy");
     status = uct_syncmem_ep_check_room(iface, ep);
     if (ucs_unlikely(status != UCS_OK)) {
-        return (status != UCT_SYNCMEM_ERR_PARKED) ? status :
+        return ((mode == UCT_SYNCMEM_TX_PLAIN) || /* no ring: not parked */
+                (status != UCT_SYNCMEM_ERR_PARKED)) ? status :
                uct_syncmem_ep_rdma_zcopy_parked(tl_ep, opcode, iov, iovcnt,
                                                 max_iov, remote_addr, rkey,
                                                 comp, mode);
@@ -308,7 +311,8 @@ uct_syncmem_ep_get_bcopy_inl(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
     UCT_CHECK_LENGTH(length, 0, iface->config.seg_size, "get_bcopy");
     status = uct_syncmem_ep_check_room(iface, ep);
     if (ucs_unlikely(status != UCS_OK)) {
-        return (status != UCT_SYNCMEM_ERR_PARKED) ? status :
+        return ((mode == UCT_SYNCMEM_TX_PLAIN) || /* no ring: not parked */
+                (status != UCT_SYNCMEM_ERR_PARKED)) ? status :
                uct_syncmem_ep_get_bcopy_parked(tl_ep, unpack_cb, arg, length,
                                                remote_addr, rkey, comp, mode);
     }
