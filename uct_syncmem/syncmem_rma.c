@@ -340,40 +340,19 @@ uct_syncmem_ep_get_bcopy_inl(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb,
     return UCS_INPROGRESS;
 }
 
-ucs_status_t uct_syncmem_ep_get_bcopy(uct_ep_h tl_ep,
-                                      uct_unpack_callback_t unpack_cb,
-                                      void *arg, size_t length,
-                                      uint64_t remote_addr, uct_rkey_t rkey,
-                                      uct_completion_t *comp)
-{
-    return uct_syncmem_ep_get_bcopy_inl(tl_ep, unpack_cb, arg, length,
-                                        remote_addr, rkey, comp,
-                                        UCT_SYNCMEM_TX_PLAIN);
-}
+/* get_bcopy for each mode (uct_syncmem_iface_tx_ops) */
+#define UCT_SYNCMEM_EP_GET_BCOPY(_name, _mode) \
+    ucs_status_t _name(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb, \
+                       void *arg, size_t length, uint64_t remote_addr, \
+                       uct_rkey_t rkey, uct_completion_t *comp) \
+    { \
+        return uct_syncmem_ep_get_bcopy_inl(tl_ep, unpack_cb, arg, length, \
+                                            remote_addr, rkey, comp, _mode); \
+    }
 
-ucs_status_t uct_syncmem_ep_get_bcopy_ring(uct_ep_h tl_ep,
-                                           uct_unpack_callback_t unpack_cb,
-                                           void *arg, size_t length,
-                                           uint64_t remote_addr,
-                                           uct_rkey_t rkey,
-                                           uct_completion_t *comp)
-{
-    return uct_syncmem_ep_get_bcopy_inl(tl_ep, unpack_cb, arg, length,
-                                        remote_addr, rkey, comp,
-                                        UCT_SYNCMEM_TX_RING);
-}
-
-ucs_status_t uct_syncmem_ep_get_bcopy_batch(uct_ep_h tl_ep,
-                                            uct_unpack_callback_t unpack_cb,
-                                            void *arg, size_t length,
-                                            uint64_t remote_addr,
-                                            uct_rkey_t rkey,
-                                            uct_completion_t *comp)
-{
-    return uct_syncmem_ep_get_bcopy_inl(tl_ep, unpack_cb, arg, length,
-                                        remote_addr, rkey, comp,
-                                        UCT_SYNCMEM_TX_BATCH);
-}
+UCT_SYNCMEM_EP_GET_BCOPY(uct_syncmem_ep_get_bcopy, UCT_SYNCMEM_TX_PLAIN)
+UCT_SYNCMEM_EP_GET_BCOPY(uct_syncmem_ep_get_bcopy_ring, UCT_SYNCMEM_TX_RING)
+UCT_SYNCMEM_EP_GET_BCOPY(uct_syncmem_ep_get_bcopy_batch, UCT_SYNCMEM_TX_BATCH)
 
 static UCS_F_NOINLINE ucs_status_t
 uct_syncmem_ep_put_short_parked(uct_ep_h tl_ep, const void *buffer,
