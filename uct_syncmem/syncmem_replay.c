@@ -80,7 +80,7 @@ static ucs_status_t uct_syncmem_replay_resize(uct_syncmem_ep_t *ep,
     int old_limit              = uct_syncmem_ep_tx_limit(iface, ep);
     uint8_t *ring;
     uint16_t sn;
-    unsigned i;
+    unsigned run;
 
     /* not zeroed: an entry is written before it is read, and pages a
      * ring never reaches are never touched */
@@ -92,10 +92,18 @@ static ucs_status_t uct_syncmem_replay_resize(uct_syncmem_ep_t *ep,
                   ep, entries, ep->replay.stride);
         return UCS_ERR_NO_MEMORY;
     }
-    for (i = 0, sn = ep->tx.sn; (ep->replay.ring != NULL) && (i < keep);
-         ++i, --sn) {
+    /* the kept entries, sn - keep + 1 .. tx.sn, in runs contiguous in both
+     * rings: at most three copies, not one per entry */
+    sn = ep->tx.sn - keep + 1;
+    while ((ep->replay.ring != NULL) && (keep > 0)) {
+        run = ucs_min(keep, ucs_min(ep->replay.mask + 1u -
+                                    (sn & ep->replay.mask),
+                                    entries - (sn & (entries - 1))));
         memcpy(ring + (sn & (entries - 1)) * ep->replay.stride,
-               uct_syncmem_replay_entry(&ep->replay, sn), ep->replay.stride);
+               uct_syncmem_replay_entry(&ep->replay, sn),
+               run * (size_t)ep->replay.stride);
+        sn   += run;
+        keep -= run;
     }
     if (ep->replay.ring != NULL) {
         uct_syncmem_replay_free(ep);
@@ -448,9 +456,11 @@ ucs_status_t uct_syncmem_replay_peer_ran(uct_syncmem_ep_t *ep,
 }
 
 /* The work request of ring entry sn (and its sge, for inline bytes), to
- * post it how (UCT_SYNCMEM_POST_*). */
-static void uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
-                                  struct ibv_send_wr *wr, struct ibv_sge *sge)
+ * post it how (UCT_SYNCMEM_POST_*). Inlined: for the doorbell, how is a
+ * constant and the tests of a reconnect's replay fold away. */
+static UCS_F_ALWAYS_INLINE void
+uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
+                      struct ibv_send_wr *wr, struct ibv_sge *sge)
 {
     uct_syncmem_replay_t *e = uct_syncmem_replay_entry(&ep->replay, sn);
 
@@ -524,8 +534,9 @@ static void uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
 /* Posts count requests first.. from the ring, as chains: a doorbell
  * (UCT_SYNCMEM_POST_RING), or what a reconnect posts again on a new QP or
  * on the resumed one. */
-ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
-                                     uint16_t count, int how)
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_syncmem_replay_post_how(uct_syncmem_ep_t *ep, uint16_t first,
+                            uint16_t count, int how)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
@@ -558,6 +569,12 @@ ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
     return UCS_OK;
 }
 
+ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
+                                     uint16_t count, int how)
+{
+    return uct_syncmem_replay_post_how(ep, first, count, how);
+}
+
 /* Post the requests the doorbell kept (syncmem_doorbell.c) as one chain. */
 ucs_status_t uct_syncmem_replay_ring(uct_syncmem_ep_t *ep)
 {
@@ -573,5 +590,6 @@ ucs_status_t uct_syncmem_replay_ring(uct_syncmem_ep_t *ep)
     if (count == 0) {
         return UCS_OK;
     }
-    return uct_syncmem_replay_post(ep, first, count, UCT_SYNCMEM_POST_RING);
+    return uct_syncmem_replay_post_how(ep, first, count,
+                                       UCT_SYNCMEM_POST_RING);
 }
