@@ -15,13 +15,15 @@ void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
     }
 }
 
-/* A request uct_syncmem_ep_post_wr keeps for the doorbell (batching). */
-void uct_syncmem_ep_keep(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
-                         uct_syncmem_op_t *op)
+/* The doorbell's decisions for a request just kept, when the test inlined
+ * in uct_syncmem_ep_keep says one may be due: the first kept of a batch
+ * joins the iface's list; a full batch, endpoint or CQ, or an armed iface,
+ * rings. UCS_OK: the request is taken (a chain the device refuses fails
+ * the endpoint, which fails the request). Returned so that the caller's
+ * call is its last, which leaves its fast path no frame to keep. */
+ucs_status_t uct_syncmem_ep_keep_slow(uct_syncmem_iface_t *iface,
+                                      uct_syncmem_ep_t *ep)
 {
-    if (op != NULL) {
-        ucs_queue_push(&ep->tx.outstanding, &op->queue);
-    }
     if (ucs_list_is_empty(&ep->db_list)) {
         /* the first kept: all before it are on the device */
         ep->tx.rung_sn = ep->tx.sn - 1;
@@ -33,6 +35,7 @@ void uct_syncmem_ep_keep(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
         iface->armed) {
         uct_syncmem_ep_ring(ep);
     }
+    return UCS_OK;
 }
 
 void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface)

@@ -555,13 +555,15 @@ TEST_F(syncmem_rma_test, many_endpoints_never_starve_the_send_cq)
 // A flush after an operation that took its ring's last room, unsignalled,
 // grows the ring for its empty write: it answers UCS_INPROGRESS, not
 // UCS_ERR_NO_RESOURCE (a ring of 4 entries holds 2 requests; no progress
-// in between, so neither has completed).
+// in between, so neither has completed). Without the doorbell, which grows
+// a full ring as it keeps a request.
 TEST_F(syncmem_rma_test, flush_grows_a_full_ring_for_its_empty_write)
 {
     uct_iface_h iface;
     ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
                                  {{"TX_RING_MIN", "2"},
-                                  {"TX_MODERATION", "64"}}));
+                                  {"TX_MODERATION", "64"},
+                                  {"TX_DB_BATCH", "1"}}));
     uct_ep_h ep = connect(iface, m_receiver);
     ASSERT_NE(nullptr, ep);
     buffer *dst = alloc(16, 0);
