@@ -31,9 +31,14 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      ucs_offsetof(uct_syncmem_iface_config_t, rx_queue_len),
      UCS_CONFIG_TYPE_UINT},
 
-    {"TX_QUEUE_LEN", "256",
-     "Send queue depth of each endpoint's QP: operations an endpoint may have\n"
-     "outstanding before it answers UCS_ERR_NO_RESOURCE.",
+    {"TX_QUEUE_LEN", "255",
+     "Length of the send queue of each endpoint's QP, in work requests. One\n"
+     "is kept for the drain of a failing endpoint (and with VERIFY one for a\n"
+     "put's read-back); the rest is how many operations an endpoint may have\n"
+     "outstanding before it answers UCS_ERR_NO_RESOURCE. The queue is memory\n"
+     "the kernel maps, and devices round it up to a power of 2 (Soft-RoCE\n"
+     "first adds one slot of its own): 255 fills 256 slots on both, where\n"
+     "256 takes 512 on Soft-RoCE.",
      ucs_offsetof(uct_syncmem_iface_config_t, tx_queue_len),
      UCS_CONFIG_TYPE_UINT},
 
@@ -68,8 +73,7 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
     {"TX_MODERATION", "64",
      "Ask for a completion at least every this many sends, even when nobody\n"
      "waits for one; fewer completions cost less CPU, but send queue slots\n"
-     "come back later. Capped at a quarter of TX_QUEUE_LEN, rounded down to\n"
-     "a power of 2.",
+     "come back later. Capped at a quarter of TX_QUEUE_LEN, rounded up.",
      ucs_offsetof(uct_syncmem_iface_config_t, tx_moderation),
      UCS_CONFIG_TYPE_UINT},
 

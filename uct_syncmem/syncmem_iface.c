@@ -445,7 +445,7 @@ static ucs_status_t uct_syncmem_iface_probe_qp(uct_syncmem_iface_t *iface)
         ucs_error("syncmem: cannot create an RC QP on %s:%u (send queue %u,"
                   " sge %u): %m; lower UCX_SYNCMEM_TX_QUEUE_LEN or"
                   " UCX_SYNCMEM_TX_MAX_SGE, check 'ulimit -l'", md->name,
-                  iface->port.num, iface->config.tx_queue_len,
+                  iface->port.num, init.cap.max_send_wr,
                   iface->config.max_sge);
         return UCS_ERR_IO_ERROR;
     }
@@ -540,15 +540,21 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
 
     self->id                        = ucs_generate_uuid((uintptr_t)self);
     self->dispatching               = NULL;
+    /* TX_QUEUE_LEN is the QP's send queue: one entry is kept for the drain
+     * of a failing endpoint (syncmem_ep_tx.c), and with VERIFY one for the
+     * read-back a verified put may add; the rest is what an endpoint may
+     * have outstanding */
     self->config.tx_queue_len       = ucs_min(config->tx_queue_len,
-                                              (unsigned)dev->max_qp_wr);
+                                              (unsigned)dev->max_qp_wr) - 1 -
+                                      (config->verify !=
+                                       UCT_SYNCMEM_VERIFY_NONE);
     self->config.ring_min           = ucs_roundup_pow2(
             ucs_max(ucs_min(config->tx_ring_min, self->config.tx_queue_len),
                     2) + UCT_SYNCMEM_REPLAY_SPARE);
     self->config.idle_rings         = config->tx_idle_rings;
     self->rings                     = 0;
     self->config.tx_signal_every    = ucs_max(1, ucs_min(config->tx_moderation,
-                                                  self->config.tx_queue_len / 4));
+                                                  (config->tx_queue_len + 3) / 4));
     self->config.db_batch           = ucs_max(1, ucs_min(config->tx_db_batch,
                                               self->config.tx_queue_len));
     self->config.max_inline         = ucs_min(config->tx_max_inline,
@@ -581,12 +587,6 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     }
     self->config.fault_qp_error     = config->fault_qp_error;
     self->config.verify             = config->verify;
-    /* room in the QP for the drain of a failing endpoint (syncmem_ep_tx.c),
-     * and with VERIFY for the read-back a verified put may add */
-    self->config.tx_queue_len       = ucs_min(self->config.tx_queue_len,
-                                              (unsigned)dev->max_qp_wr - 1 -
-                                              (config->verify !=
-                                               UCT_SYNCMEM_VERIFY_NONE));
     ucs_list_head_init(&self->eps);
     ucs_list_head_init(&self->db_eps);
     uct_syncmem_iface_inline_wr_init(&self->inl_put.wr, self->inl_put.sge, 1,
@@ -637,7 +637,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
             ucs_max(ucs_max(self->config.max_sge * sizeof(struct ibv_sge),
                             2 * sizeof(uint64_t) + sizeof(struct ibv_sge)),
                     self->config.max_inline), 8);
-    if ((self->config.tx_queue_len >= 32768) && self->config.reconnect) {
+    if ((config->tx_queue_len >= 32768) && self->config.reconnect) {
         ucs_error("syncmem: UCX_SYNCMEM_TX_QUEUE_LEN must be below 32768 with"
                   " UCX_SYNCMEM_RECONNECT=y (16-bit request numbers)");
         status = UCS_ERR_INVALID_PARAM;

@@ -45,7 +45,7 @@ typedef struct uct_syncmem_iface_config {
     unsigned           rx_queue_len;  /* receive buffers in the SRQ */
     unsigned long      gid_index;     /* UCS_ULUNITS_AUTO: RoCE v2 IPv4 */
     unsigned long      mtu;           /* UCS_ULUNITS_AUTO: active MTU */
-    unsigned           tx_queue_len;  /* send queue depth of each QP */
+    unsigned           tx_queue_len;  /* send queue length of each QP */
     unsigned           tx_ring_min;   /* requests a replay ring starts with */
     unsigned           tx_idle_rings; /* idle endpoints that keep theirs */
     unsigned           tx_cq_len;     /* send CQ size, shared by all QPs */
@@ -181,7 +181,8 @@ struct uct_syncmem_iface {
         uct_syncmem_verify_counters_t counters;
     } verify;
     struct {
-        unsigned       tx_queue_len;
+        unsigned       tx_queue_len;    /* outstanding: TX_QUEUE_LEN less
+                                           the drain (and VERIFY's) */
         unsigned       ring_min;        /* entries a replay ring starts with */
         unsigned       idle_rings;      /* TX_IDLE_RINGS */
         unsigned       tx_signal_every; /* TX_MODERATION, at most a quarter

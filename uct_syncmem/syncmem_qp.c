@@ -22,8 +22,9 @@ void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
     init->recv_cq             = iface->rx.cq;
     init->srq                 = iface->rx.srq;
     init->sq_sig_all          = 0;   /* we choose which sends complete */
-    /* one more than we use: the drain when the QP fails (syncmem_ep.c);
-     * VERIFY: one more for the read-back a verified put may add */
+    /* TX_QUEUE_LEN: what may be outstanding, and the drain when the QP
+     * fails (syncmem_ep.c); VERIFY: and the read-back a verified put may
+     * add */
     init->cap.max_send_wr     = iface->config.tx_queue_len + 1 +
                                 (iface->config.verify != UCT_SYNCMEM_VERIFY_NONE);
     init->cap.max_send_sge    = iface->config.max_sge;
@@ -75,7 +76,7 @@ ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
         ucs_error("syncmem: ibv_create_qp(RC) on %s:%u failed: %m (send queue"
                   " %u, sge %u, inline %u); check UCX_SYNCMEM_TX_QUEUE_LEN,"
                   " TX_MAX_SGE, TX_MAX_INLINE and 'ulimit -l'", md->name,
-                  iface->port.num, iface->config.tx_queue_len,
+                  iface->port.num, init.cap.max_send_wr,
                   iface->config.max_sge, iface->config.max_inline);
         return UCS_ERR_IO_ERROR;
     }

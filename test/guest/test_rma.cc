@@ -3,6 +3,7 @@
 #include "syncmem_rma_test.h"
 
 extern "C" {
+#include "uct_syncmem/syncmem_ep.h"
 #include "uct_syncmem/syncmem_hooks.h"
 }
 
@@ -588,6 +589,54 @@ TEST_F(syncmem_rma_test, flush_grows_a_full_ring_for_its_empty_write)
     EXPECT_EQ(UCS_OK, comp.status);
     EXPECT_EQ(values[0], words[0]);
     EXPECT_EQ(values[1], words[1]);
+}
+
+// TX_QUEUE_LEN is the length of the QP's send queue as created, the drain
+// included: an endpoint has all but one of it outstanding, and the device
+// does not round it up to twice its length (Soft-RoCE made 511 of 256 plus
+// the drain; the default 255 is 255 there, as 63 is 63).
+TEST_F(syncmem_rma_test, send_queue_is_tx_queue_len_with_the_drain)
+{
+    for (unsigned len : {255u, 63u}) {
+        uct_iface_h iface;
+        ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
+                                     {{"TX_QUEUE_LEN", std::to_string(len)},
+                                      {"RECONNECT", "n"}}));
+        uct_ep_h ep = connect(iface, m_receiver);
+        ASSERT_NE(nullptr, ep);
+        buffer *dst = alloc(len * 8, 0);
+        uint64_t *words = reinterpret_cast<uint64_t*>(dst->data.data());
+
+        // no progress after the first: nothing comes back
+        uint64_t n = 0;
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_put_short(ep, &n, 8, (uintptr_t)&words[0],
+                                    dst->rkey.rkey);
+        }));
+        ucs_status_t status;
+        for (n = 1; n <= len; ++n) {
+            status = uct_ep_put_short(ep, &n, 8, (uintptr_t)&words[n],
+                                      dst->rkey.rkey);
+            if (status != UCS_OK) {
+                break;
+            }
+        }
+        EXPECT_EQ(UCS_ERR_NO_RESOURCE, status) << "TX_QUEUE_LEN " << len;
+        EXPECT_EQ(len - 1, n) << "requests outstanding, TX_QUEUE_LEN " << len;
+
+        struct ibv_qp_attr attr;
+        struct ibv_qp_init_attr init;
+        ASSERT_EQ(0, ibv_query_qp(ucs_derived_of(ep, uct_syncmem_ep_t)->qp,
+                                  &attr, IBV_QP_CAP, &init));
+        EXPECT_GE(attr.cap.max_send_wr, len);
+        EXPECT_LT(attr.cap.max_send_wr, 2 * len - 1)
+                << "the device doubled the send queue";
+
+        flush(ep);
+        for (uint64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(i, words[i]) << "put " << i << ", TX_QUEUE_LEN " << len;
+        }
+    }
 }
 
 // The handshake messages of every connection between two hosts go through
