@@ -354,7 +354,8 @@ uct_syncmem_ep_am_short_inl(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
         sge[1].addr   = (uintptr_t)payload;
         sge[1].length = length;
         wr->num_sge   = 2;
-        return uct_syncmem_ep_post_wr(iface, ep, wr, NULL, sn, 0);
+        return uct_syncmem_ep_post_wr(iface, ep, wr, NULL, sn,
+                                      UCT_SYNCMEM_TX_PLAIN);
     }
 
     /* the one copy a replay needs; the request is posted from it */
@@ -371,7 +372,7 @@ uct_syncmem_ep_am_short_inl(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
     }
     iface = ucs_derived_of(ep->super.super.iface, uct_syncmem_iface_t);
     return uct_syncmem_ep_post_wr(iface, ep, &iface->inl_am.wr, NULL, sn,
-                                  mode == UCT_SYNCMEM_TX_BATCH);
+                                  mode);
 }
 
 ucs_status_t uct_syncmem_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,

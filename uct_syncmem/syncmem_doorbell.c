@@ -6,6 +6,7 @@
  * device refuses fails its endpoint, through the endpoint's state machine.
  */
 #include "syncmem_ep.h"
+#include "syncmem_tx.inl"
 
 /* Doorbell: post what uct_syncmem_ep_keep kept. */
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
@@ -36,6 +37,16 @@ ucs_status_t uct_syncmem_ep_keep_slow(uct_syncmem_iface_t *iface,
         uct_syncmem_ep_ring(ep);
     }
     return UCS_OK;
+}
+
+/* The doorbell's keep for the operations that test for batching at run
+ * time (UCT_SYNCMEM_TX_ANY): out of line, so that its test is inlined in
+ * the batched variants only. */
+ucs_status_t uct_syncmem_ep_keep_any(uct_syncmem_iface_t *iface,
+                                     uct_syncmem_ep_t *ep,
+                                     uct_syncmem_op_t *op)
+{
+    return uct_syncmem_ep_keep(iface, ep, op);
 }
 
 void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface)

@@ -137,6 +137,9 @@ void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);
 ucs_status_t uct_syncmem_ep_keep_slow(uct_syncmem_iface_t *iface,
                                       uct_syncmem_ep_t *ep);
+ucs_status_t uct_syncmem_ep_keep_any(uct_syncmem_iface_t *iface,
+                                     uct_syncmem_ep_t *ep,
+                                     uct_syncmem_op_t *op);
 
 /* syncmem_ep.c */
 UCS_CLASS_DECLARE_NEW_FUNC(uct_syncmem_ep_t, uct_ep_t, const uct_ep_params_t*);

@@ -84,7 +84,8 @@ uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
     if (mode == UCT_SYNCMEM_TX_PLAIN) {
         /* inline: the CPU copies the data, no lkey needed */
         iface->inl_put.sge[0].addr = (uintptr_t)buffer;
-        return uct_syncmem_ep_post_wr(iface, ep, wr, NULL, sn, 0);
+        return uct_syncmem_ep_post_wr(iface, ep, wr, NULL, sn,
+                                      UCT_SYNCMEM_TX_PLAIN);
     }
 
     /* the one copy a replay needs; the request is posted from it */
@@ -100,7 +101,7 @@ uct_syncmem_ep_put_short_inl(uct_ep_h tl_ep, const void *buffer,
     }
     iface = ucs_derived_of(ep->super.super.iface, uct_syncmem_iface_t);
     return uct_syncmem_ep_post_wr(iface, ep, &iface->inl_put.wr, NULL, sn,
-                                  mode == UCT_SYNCMEM_TX_BATCH);
+                                  mode);
 }
 
 ucs_status_t uct_syncmem_ep_put_short(uct_ep_h tl_ep, const void *buffer,

@@ -314,21 +314,6 @@ uct_syncmem_ep_tx_take(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     --iface->cq_available;
 }
 
-/*
- * Post request sn, which took the last slot (uct_syncmem_ep_tx_take): wr,
- * with its flags and wr_id set and its ring entry (if any) written; or with
- * batch (TX_DB_BATCH > 1) keep it for the doorbell. The bookkeeping comes
- * before the post, so that after it only the endpoint is needed.
- *
- * Doorbell batching (UCX_SYNCMEM_TX_DB_BATCH > 1): the first request after
- * a progress is posted at once, so that a lone request costs what it costs
- * without batching and waits for nothing. Those that follow it before the
- * next progress are kept in the replay ring only, and posted as one chain
- * (one doorbell; on Soft-RoCE one system call) at the next progress, flush
- * or check, when TX_DB_BATCH have gathered, when the endpoint or the CQ
- * runs out of room (the caller's next send would block), or at once while
- * the iface is armed for events (the caller may sleep next).
- */
 /* Keep request tx.sn for the doorbell (syncmem_doorbell.c). Inlined: of a
  * batch, only the first request and the one that rings call out. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
@@ -348,19 +333,41 @@ uct_syncmem_ep_keep(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     return UCS_OK;
 }
 
+/*
+ * Post request sn, which took the last slot (uct_syncmem_ep_tx_take): wr,
+ * with its flags and wr_id set and its ring entry (if any) written; or, in
+ * mode UCT_SYNCMEM_TX_BATCH (or ANY with TX_DB_BATCH > 1), keep it for the
+ * doorbell. The bookkeeping comes before the post, so that after it only
+ * the endpoint is needed.
+ *
+ * Doorbell batching (UCX_SYNCMEM_TX_DB_BATCH > 1): the first request after
+ * a progress is posted at once, so that a lone request costs what it costs
+ * without batching and waits for nothing. Those that follow it before the
+ * next progress are kept in the replay ring only, and posted as one chain
+ * (one doorbell; on Soft-RoCE one system call) at the next progress, flush
+ * or check, when TX_DB_BATCH have gathered, when the endpoint or the CQ
+ * runs out of room (the caller's next send would block), or at once while
+ * the iface is armed for events (the caller may sleep next).
+ */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_ep_post_wr(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
                        struct ibv_send_wr *wr, uct_syncmem_op_t *op,
-                       unsigned sn, int batch)
+                       unsigned sn, int mode)
 {
     int ret;
 
     if (op != NULL) {
         op->sn = sn;
     }
-    if (batch) {
+    if ((mode == UCT_SYNCMEM_TX_BATCH) ||
+        ((mode == UCT_SYNCMEM_TX_ANY) &&
+         ucs_unlikely(iface->config.db_batch > 1))) {
         if (!iface->db_quiet) {
-            return uct_syncmem_ep_keep(iface, ep, op);
+            /* the batched variants inline the doorbell's test, the rarer
+             * operations call it (inlined, it made them save registers) */
+            return (mode == UCT_SYNCMEM_TX_BATCH) ?
+                   uct_syncmem_ep_keep(iface, ep, op) :
+                   uct_syncmem_ep_keep_any(iface, ep, op);
         }
         /* nothing kept anywhere (progress rang it all): this one goes now
          * (db_eps is empty; not asserted: it is a test on the fast path) */
@@ -394,8 +401,7 @@ uct_syncmem_ep_post(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
         uct_syncmem_replay_save(ep, wr, sn);
     }
     uct_syncmem_ep_tx_take(iface, ep, sn);
-    return uct_syncmem_ep_post_wr(iface, ep, wr, op, sn,
-                                  ucs_unlikely(iface->config.db_batch > 1));
+    return uct_syncmem_ep_post_wr(iface, ep, wr, op, sn, UCT_SYNCMEM_TX_ANY);
 }
 
 /*
@@ -415,10 +421,8 @@ uct_syncmem_ep_post_sge(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     uint16_t sn    = ep->tx.sn + 1;
     unsigned flags = uct_syncmem_ep_tx_flags(iface, ep, 0, signal, sn);
     struct ibv_send_wr wr;
-    int batch;
 
     if (mode == UCT_SYNCMEM_TX_ANY) {
-        batch = ucs_unlikely(iface->config.db_batch > 1);
         if (ep->replay.ring != NULL) {
             uct_syncmem_replay_sge(ep, sn, opcode, flags, remote_addr, rkey,
                                    compare_add, swap, sge, num_sge, length,
@@ -426,7 +430,6 @@ uct_syncmem_ep_post_sge(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
         }
     } else {
         /* not asserted: an assertion is a test on the fast path */
-        batch = (mode == UCT_SYNCMEM_TX_BATCH);
         if (mode != UCT_SYNCMEM_TX_PLAIN) {
             uct_syncmem_replay_sge(ep, sn, opcode, flags, remote_addr, rkey,
                                    compare_add, swap, sge, num_sge, length,
@@ -449,7 +452,7 @@ uct_syncmem_ep_post_sge(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
         wr.wr.rdma.rkey          = (uint32_t)rkey;
     }
     uct_syncmem_ep_tx_take(iface, ep, sn);
-    return uct_syncmem_ep_post_wr(iface, ep, &wr, op, sn, batch);
+    return uct_syncmem_ep_post_wr(iface, ep, &wr, op, sn, mode);
 }
 
 /* A signalled empty write: it completes after everything posted before it,
