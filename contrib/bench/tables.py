@@ -60,7 +60,8 @@ Without --markdown the tables go to standard output. With --markdown FILE
   <!-- BEGIN generated: bench summary -->    (the README's one table)
   <!-- BEGIN generated: bench scale -->      (the scale section's tables)
   <!-- BEGIN generated: bench mpi_scale -->  (the mpi_scale section's)
-  <!-- BEGIN generated: faults table -->
+  <!-- BEGIN generated: faults table -->     (faults.sh's whole run)
+  <!-- BEGIN generated: faults many -->      (its --many rows)
   <!-- END generated -->
 
 only the text between a BEGIN and the next END is replaced (the rest of the
@@ -853,7 +854,9 @@ FAULT_COLUMNS = ["transport", "scenario", "ops_ok", "ops_failed", "lost",
 
 
 def faults_blocks(d):
-    """({'faults table': text}, [what failed]) from DIR."""
+    """({'faults table' or 'faults many': text, the other: None}, [what
+    failed]) from DIR: a --many run's rows (flap_0.5s_nN) have a block of
+    their own, so that they do not replace the whole run's table."""
     rows = read_csv(os.path.join(d, "faults.csv"))
     if rows is None:
         return {}, []
@@ -876,8 +879,10 @@ def faults_blocks(d):
             note = notes.get((r["transport"], r["scenario"]), "")
             line.append(re.sub(r"\S*/(bench-results/)", r"\1", note).replace("|", "/"))
         out.append(line)
-    return {"faults table": stamp(meta, "contrib/harness/faults.sh") + "\n" +
-            table(header, out)}, []
+    name, other = (("faults many", "faults table") if meta.get("kind") == "many"
+                   else ("faults table", "faults many"))
+    return {name: stamp(meta, "contrib/harness/faults.sh") + "\n" +
+            table(header, out), other: None}, []
 
 
 # --- check-example.sh ---------------------------------------------------------
@@ -945,10 +950,12 @@ def markers(text):
 KINDS = {"bench": ["bench tables", "bench callgrind", "bench summary",
                    "bench scale", "bench mpi_scale"],
          "scale": ["bench scale"], "mpi_scale": ["bench mpi_scale"],
-         "faults": ["faults table"], "check": ["check example"]}
+         "faults": ["faults table", "faults many"],
+         "check": ["check example"]}
 # What a file without markers (or standard output) gets of each kind
 WHOLE = {"bench": ["bench tables", "bench callgrind", "bench scale",
-                   "bench mpi_scale"]}
+                   "bench mpi_scale"],
+         "faults": ["faults table", "faults many"]}
 
 
 def whole_text(kind, blocks):
@@ -975,7 +982,11 @@ def write_markdown(path, kind, blocks):
                    % (path, m) for m in mine if m not in blocks]
         new, n = splice(old, {k: v for k, v in blocks.items() if v is not None})
         if n == 0:
-            return errors
+            # (faults: a run's one block, which this file has no marker for)
+            ours = [k for k, v in blocks.items() if v is not None]
+            return errors + (["%s has no marker for the '%s' block; unchanged"
+                              % (path, ours[0])]
+                             if kind == "faults" and ours else [])
     elif whole is None:
         return ["no rows for %s; not written" % path]
     else:
