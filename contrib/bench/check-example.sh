@@ -28,7 +28,7 @@ if [ "${1:-}" = --in-guest ]; then
     { echo "date=$(date -u '+%F %H:%M UTC')"
       echo "kernel=$(uname -r)"
       echo "ucx=$(ucx_info -v | "$top/contrib/pkg/ucx-version.sh")"
-      echo "commit=$(git -C "$top" --no-optional-locks describe --always --dirty 2>/dev/null || echo unknown)"
+      echo "commit=$("$top/contrib/tools/commit-stamp.sh")"
     } >"$out/check.meta"
     exit 0
 fi

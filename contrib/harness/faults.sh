@@ -517,7 +517,7 @@ guest_main() {
       echo "kernel=$(uname -r)"
       echo "ucx=$(ucx_info -v | "$top/contrib/pkg/ucx-version.sh")"
       echo "kind=$(run_kind "$quick" "$soak" "$many")"
-      echo "commit=$(git -C "$top" --no-optional-locks describe --always --dirty 2>/dev/null || echo unknown)"
+      echo "commit=$("$top/contrib/tools/commit-stamp.sh")"
       echo "seconds=$(( $(date +%s) - t0 ))"; } >"$out/faults.meta"
     # the table and the verdict: every row asked for, judged, none failed
     # shellcheck disable=SC2086 # (rows: words)
