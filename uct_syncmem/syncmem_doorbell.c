@@ -6,7 +6,6 @@
  * device refuses fails its endpoint, through the endpoint's state machine.
  */
 #include "syncmem_ep.h"
-#include "syncmem_tx.inl"
 
 /* Doorbell: post what uct_syncmem_ep_keep kept. */
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
@@ -17,7 +16,8 @@ void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
 }
 
 /* The doorbell's decisions for a request just kept, when the test inlined
- * in uct_syncmem_ep_keep says one may be due: the first kept of a batch
+ * in uct_syncmem_ep_keep says one may be due (and for each request
+ * uct_syncmem_ep_keep_any keeps): the first kept of a batch
  * joins the iface's list; a full batch, endpoint or CQ, or an armed iface,
  * rings. UCS_OK: the request is taken (a chain the device refuses fails
  * the endpoint, which fails the request). Returned so that the caller's
@@ -41,12 +41,15 @@ ucs_status_t uct_syncmem_ep_keep_slow(uct_syncmem_iface_t *iface,
 
 /* The doorbell's keep for the operations that test for batching at run
  * time (UCT_SYNCMEM_TX_ANY): out of line, so that its test is inlined in
- * the batched variants only. */
+ * the batched variants only (uct_syncmem_ep_keep); here it is made whole. */
 ucs_status_t uct_syncmem_ep_keep_any(uct_syncmem_iface_t *iface,
                                      uct_syncmem_ep_t *ep,
                                      uct_syncmem_op_t *op)
 {
-    return uct_syncmem_ep_keep(iface, ep, op);
+    if (op != NULL) {
+        ucs_queue_push(&ep->tx.outstanding, &op->queue);
+    }
+    return uct_syncmem_ep_keep_slow(iface, ep);
 }
 
 void uct_syncmem_iface_ring_all(uct_syncmem_iface_t *iface)
