@@ -197,8 +197,13 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "taken for wedged at one check (a quarter of this time); many at once\n"
      "are a slow device, and the rest wait for the next. 'auto': 4 times the RC\n"
      "retry window (RC_TIMEOUT * (RC_RETRY_COUNT + 1)), at least 2 s, with\n"
-     "RECONNECT; off without it. Set without RECONNECT, a stall fails the\n"
-     "endpoint (as the link failure it stands for would). 'inf': off.",
+     "RECONNECT, for a minute after the port showed link trouble (a port\n"
+     "event, a request past its retries or not routed), and 8 times that\n"
+     "otherwise: the wedge follows a link flap, and without one a request\n"
+     "that waits that long is one a busy device or receiver answers late (a\n"
+     "new QP would fail the atomics that had run). Off without RECONNECT.\n"
+     "Set without RECONNECT, a stall fails the endpoint (as the link failure\n"
+     "it stands for would). 'inf': off.",
      ucs_offsetof(uct_syncmem_iface_config_t, stall_timeout),
      UCS_CONFIG_TYPE_TIME_UNITS},
 

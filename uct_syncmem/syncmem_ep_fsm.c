@@ -313,3 +313,16 @@ int32_t uct_syncmem_ep_fsm_peer_ran(uint32_t first_psn, uint32_t end_psn,
 
     return (ran <= span) ? (int32_t)ran : -1;
 }
+
+uint64_t uct_syncmem_ep_fsm_stall_time(uint64_t timeout, unsigned calm,
+                                       uint64_t trouble, uint64_t window,
+                                       uint64_t now, unsigned stalls)
+{
+    unsigned shift = (stalls < UCT_SYNCMEM_STALL_MAX_SHIFT) ? stalls :
+                     UCT_SYNCMEM_STALL_MAX_SHIFT;
+
+    if ((calm > 1) && ((trouble == 0) || (now - trouble >= window))) {
+        timeout *= calm;
+    }
+    return timeout << shift;
+}

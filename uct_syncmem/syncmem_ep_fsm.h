@@ -89,6 +89,25 @@ uct_syncmem_ep_act_t uct_syncmem_ep_fsm_next(uint8_t *state,
 int32_t uct_syncmem_ep_fsm_peer_ran(uint32_t first_psn, uint32_t end_psn,
                                     uint32_t rq_psn);
 
+/* Doublings of the stall time, at most (32 times). */
+#define UCT_SYNCMEM_STALL_MAX_SHIFT 5
+
+/*
+ * How long the watchdog lets an endpoint's oldest request go without
+ * progress before it takes the QP for wedged (STALL); times in any one
+ * unit. timeout: RC_STALL_TIMEOUT; doubled for each time the same request
+ * stalled before (stalls), UCT_SYNCMEM_STALL_MAX_SHIFT times at most. With
+ * 'auto', calm (> 1) times longer unless the port showed link trouble (a
+ * port event, a request past its retries or not routed) within window
+ * before now; trouble: when it last did, 0: never. The wedge it is there
+ * for is Soft-RoCE's after a link flap; without one, a request that waits
+ * that long is one a busy device or receiver answers late, and replacing
+ * its QP fails the atomics that had run.
+ */
+uint64_t uct_syncmem_ep_fsm_stall_time(uint64_t timeout, unsigned calm,
+                                       uint64_t trouble, uint64_t window,
+                                       uint64_t now, unsigned stalls);
+
 /* Names as in the table, for logs and tests. */
 extern const char *uct_syncmem_ep_state_names[];
 extern const char *uct_syncmem_ep_ev_names[];

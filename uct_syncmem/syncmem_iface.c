@@ -407,7 +407,10 @@ static void uct_syncmem_iface_tx_ops(uct_syncmem_iface_t *iface)
 
 /* RC_STALL_TIMEOUT: 'auto' waits well past the time the HCA's own retries
  * take to report a dead link: a QP called stalled is one whose retries
- * should have said something long ago. */
+ * should have said something long ago. And UCT_SYNCMEM_STALL_CALM times
+ * that while the port shows no link trouble (uct_syncmem_ep_fsm_stall_time). */
+#define UCT_SYNCMEM_STALL_CALM 8
+
 static ucs_time_t
 uct_syncmem_iface_stall_timeout(const uct_syncmem_iface_t *iface,
                                 const uct_syncmem_iface_config_t *config)
@@ -576,6 +579,9 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.reconnect_resume   = config->reconnect_resume;
     self->config.reconnect_timeout  = config->reconnect_timeout;
     self->config.op_timeout         = config->op_timeout;
+    self->config.stall_calm         = (config->stall_timeout == UCS_TIME_AUTO) ?
+                                      UCT_SYNCMEM_STALL_CALM : 1;
+    self->link_trouble              = 0;
     self->config.stall_timeout      = uct_syncmem_iface_stall_timeout(self,
                                                                       config);
     self->config.check_interval     =

@@ -205,6 +205,8 @@ struct uct_syncmem_iface {
         ucs_time_t     reconnect_timeout;
         ucs_time_t     op_timeout;      /* UCS_TIME_INFINITY: none */
         ucs_time_t     stall_timeout;   /* UCS_TIME_INFINITY: none */
+        unsigned       stall_calm;      /* 'auto': that many times longer
+                                         * with no link trouble; else 1 */
         ucs_time_t     check_interval;  /* of both; INFINITY: never */
         ucs_time_t     fault_qp_error;
         size_t         replay_data;     /* data area of a replay entry */
@@ -223,6 +225,9 @@ struct uct_syncmem_iface {
     unsigned           rings;         /* endpoints that hold a replay ring */
     volatile uint32_t  port_events;   /* syncmem_port.c: from the async
                                        * thread */
+    ucs_time_t         link_trouble;  /* the last port event, or request
+                                       * past its retries or not routed;
+                                       * 0: none yet */
     ucs_list_link_t    md_list;       /* in md->ifaces */
     int                check_id;      /* that timer; -1: none */
 };

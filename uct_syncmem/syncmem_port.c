@@ -148,6 +148,7 @@ void uct_syncmem_iface_port_events(uct_syncmem_iface_t *iface)
     if (ucs_likely(events == 0)) {
         return;
     }
+    iface->link_trouble = ucs_get_time(); /* see syncmem_watchdog.c */
     /* neither event fails an endpoint (the machine's QP_ERROR and
      * SEND_REQ), so the list stays as it is */
     ucs_list_for_each(ep, &iface->eps, list) {

@@ -510,6 +510,13 @@ void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
 {
     uint16_t sn = wc->wr_id;
 
+    if ((wc->status == IBV_WC_RETRY_EXC_ERR) ||
+        (wc->status == IBV_WC_LOC_QP_OP_ERR)) {
+        /* the link, not us (flushes follow our own QP_ERROR too): 'auto'
+         * stall times are short for a while (syncmem_watchdog.c) */
+        ucs_derived_of(ep->super.super.iface,
+                       uct_syncmem_iface_t)->link_trouble = ucs_get_time();
+    }
     if (!uct_syncmem_ep_is_old_qp(ep, wc)) {
         if (UCS_CIRCULAR_COMPARE16(sn, <=, ep->tx.acked_sn)) {
             return; /* purged already */

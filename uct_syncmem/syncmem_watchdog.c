@@ -15,7 +15,9 @@
 #include <ucs/time/time.h>
 #include <string.h>
 
-#define UCT_SYNCMEM_STALL_MAX_SHIFT 5 /* waits at most 32 stall times */
+/* How long a sign of link trouble keeps 'auto' stall times short
+ * (uct_syncmem_ep_fsm_stall_time) */
+#define UCT_SYNCMEM_TROUBLE_WINDOW 60.0
 /* QPs taken for wedged at one check, at most: a wedge is one QP's; many
  * at once are a device that is only slow (Soft-RoCE driving a thousand
  * QPs), and replacing them all makes it slower still. The others wait for
@@ -39,7 +41,11 @@ static int uct_syncmem_psn_after(uint32_t a, uint32_t b)
  * reconnects from the flushed completions like after any QP failure.
  * Each stall of the same request doubles the time allowed the next one,
  * so that an operation that only needed longer (a huge get, a receiver
- * that posts no buffers: RNR) still gets to complete.
+ * that posts no buffers: RNR) still gets to complete. With 'auto' the time
+ * is longer still while the port has shown no link trouble: in an
+ * oversubscribed MPI job on Soft-RoCE the kernel acknowledged requests
+ * that had all run at the peer seconds late, and each QP replaced for it
+ * failed the atomics that had run.
  */
 static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
                                        uct_syncmem_ep_t *ep, ucs_time_t now,
@@ -60,8 +66,11 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
         return;
     }
 
-    allowed = iface->config.stall_timeout <<
-              ucs_min(ep->wd.stalls, UCT_SYNCMEM_STALL_MAX_SHIFT);
+    allowed = uct_syncmem_ep_fsm_stall_time(
+            iface->config.stall_timeout, iface->config.stall_calm,
+            iface->link_trouble,
+            ucs_time_from_sec(UCT_SYNCMEM_TROUBLE_WINDOW), now,
+            ep->wd.stalls);
     if (now - ep->wd.stall_time < allowed / 2) {
         return;
     }
@@ -85,13 +94,18 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
 
     ucs_warn("syncmem: ep %p to iface 0x%" PRIx64 ": request %u made no"
              " progress for %.1f s and QP 0x%x sent nothing new (send PSN"
-             " 0x%x): taking the QP for wedged and %s"
-             " (UCX_SYNCMEM_RC_STALL_TIMEOUT=%.1fs)", ep,
+             " 0x%x): taking the QP for wedged and %s (%.1f s allowed:"
+             " UCX_SYNCMEM_RC_STALL_TIMEOUT=%.1fs%s)", ep,
              ep->cm.peer_iface_id, (uint16_t)(ep->tx.acked_sn + 1),
              ucs_time_to_sec(now - ep->wd.stall_time), ep->qp->qp_num,
              attr.sq_psn, iface->config.reconnect ? "reconnecting" :
                           "failing the endpoint (UCX_SYNCMEM_RECONNECT=n)",
-             ucs_time_to_sec(iface->config.stall_timeout));
+             ucs_time_to_sec(allowed),
+             ucs_time_to_sec(iface->config.stall_timeout),
+             (allowed > (iface->config.stall_timeout <<
+                         ucs_min(ep->wd.stalls,
+                                 UCT_SYNCMEM_STALL_MAX_SHIFT))) ?
+             ", auto: longer with no link trouble in the last minute" : "");
     if ((ep->wd.stalls == 0) ||
         (ep->wd.stall_sn != (uint16_t)(ep->tx.acked_sn + 1))) {
         ep->wd.stalls   = 0;

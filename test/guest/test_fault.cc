@@ -636,6 +636,55 @@ TEST_F(syncmem_fault_test, stall_timeout_replaces_a_silent_qp)
     EXPECT_TRUE(m_errors.empty());
 }
 
+// RC_STALL_TIMEOUT 'auto' while the port shows no link trouble: a receiver
+// that posts no buffers for 4 s (its sender waits in hardware, RNR) is
+// late, not wedged, and its sender's QP is kept. Before, 'auto' took it for
+// wedged after 2.1 s (the time it still allows after link trouble).
+TEST_F(syncmem_fault_test, auto_stall_time_spares_a_late_receiver)
+{
+    uct_worker_h stuck_worker = new_worker();
+    uct_iface_h sender, stuck;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &sender,
+                                 {{"RC_STALL_TIMEOUT", "auto"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &stuck,
+                                 {{"RX_QUEUE_LEN", "16"}}, {}, stuck_worker));
+    am_counter ams;
+    uct_iface_set_am_handler(stuck, AM_ID, am_counter::cb, &ams, 0);
+    uct_ep_h ep = connect(sender, stuck);
+
+    const uint64_t count = 64;
+    for (uint64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_am_short(ep, AM_ID, i, NULL, 0);
+        })) << i;
+    }
+    // only the sender progresses: message 17 finds no buffer
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+    while (std::chrono::steady_clock::now() < until) {
+        progress();
+    }
+    EXPECT_EQ(0u, uct_syncmem_ep_reconnects(ep))
+            << "a receiver 4 s late was taken for a wedged QP";
+    EXPECT_TRUE(ams.seen.empty());
+
+    // the receiver runs again: everything arrives, once
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ucs_status_t status = retry([&] { return uct_ep_flush(ep, 0, &comp); });
+    if (status == UCS_INPROGRESS) {
+        for (long i = 0; (i < 2000000) && (comp.count > 0); ++i) {
+            progress();
+            uct_worker_progress(stuck_worker);
+        }
+        status = (comp.count > 0) ? UCS_ERR_TIMED_OUT : comp.status;
+    }
+    EXPECT_EQ(UCS_OK, status);
+    for (long i = 0; (i < 1000000) && (ams.seen.size() < count); ++i) {
+        uct_worker_progress(stuck_worker);
+    }
+    EXPECT_TRUE(ams.exactly_once(count));
+    EXPECT_TRUE(m_errors.empty());
+}
+
 // A long operation is not a stall. A put keeps sending (its send PSN
 // advances), so it is left alone however long it takes; a get's responses
 // do not move the send PSN, so a long one looks stalled and costs

@@ -9,6 +9,7 @@ extern "C" {
 #include <uct_syncmem/syncmem_ep_fsm.h>
 }
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -575,4 +576,33 @@ TEST(ep_fsm, peer_ran)
     EXPECT_EQ(4, uct_syncmem_ep_fsm_peer_ran(0xfffffe, 2, 2));
     EXPECT_EQ(-1, uct_syncmem_ep_fsm_peer_ran(0xfffffe, 2, 3));
     EXPECT_EQ(-1, uct_syncmem_ep_fsm_peer_ran(0xfffffe, 2, 0xfffffd));
+}
+
+// How long a request may go without progress before its QP is taken for
+// wedged: explicit times as set, doubled per stall of the same request up
+// to 32 times; 'auto' (calm > 1) calm times longer unless the port showed
+// link trouble within the window.
+TEST(ep_fsm, stall_time)
+{
+    const uint64_t t = 2000, window = 60000, now = 1000000;
+
+    for (unsigned stalls = 0; stalls < 8; ++stalls) {
+        uint64_t doubled = t << std::min(stalls, 5u);
+        // set by the user: the same with or without trouble
+        EXPECT_EQ(doubled, uct_syncmem_ep_fsm_stall_time(t, 1, 0, window,
+                                                         now, stalls));
+        EXPECT_EQ(doubled, uct_syncmem_ep_fsm_stall_time(t, 1, now - 1,
+                                                         window, now, stalls));
+        // auto: no trouble ever, trouble long ago, trouble just now
+        EXPECT_EQ(8 * doubled, uct_syncmem_ep_fsm_stall_time(t, 8, 0, window,
+                                                             now, stalls));
+        EXPECT_EQ(8 * doubled,
+                  uct_syncmem_ep_fsm_stall_time(t, 8, now - window, window,
+                                                now, stalls));
+        EXPECT_EQ(doubled,
+                  uct_syncmem_ep_fsm_stall_time(t, 8, now - window + 1,
+                                                window, now, stalls));
+        EXPECT_EQ(doubled, uct_syncmem_ep_fsm_stall_time(t, 8, now, window,
+                                                         now, stalls));
+    }
 }
