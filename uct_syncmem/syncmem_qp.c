@@ -451,12 +451,12 @@ const char *uct_syncmem_wc_advice(enum ibv_wc_status status)
 /*
  * The first failed completion of an endpoint. Once a request fails the QP
  * flushes every request after it (WR_FLUSH_ERR): those are counted here,
- * once, and never logged one by one. The opcode is not said: a completion
- * in error has only wr_id, status, qp_num and vendor_err valid (ibv_poll_cq
- * man page), and ops do not remember theirs.
+ * once, and never logged one by one. A completion in error has only wr_id,
+ * status, qp_num and vendor_err valid (ibv_poll_cq man page): what the
+ * request was comes from its replay entry, where it has one (req).
  */
 void uct_syncmem_wc_log(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
-                        const struct ibv_wc *wc)
+                        const struct ibv_wc *wc, const char *req)
 {
     uint16_t flushed = ep->tx.sn - (uint16_t)wc->wr_id;
     char more[64]    = "";
@@ -467,8 +467,9 @@ void uct_syncmem_wc_log(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     }
     ucs_log(iface->super.config.failure_level,
             "syncmem: ep %p QP 0x%x to iface 0x%" PRIx64 " (peer QP 0x%x):"
-            " IBV_WC_%s (%s, vendor error 0x%x)%s; check: %s", ep, wc->qp_num,
-            ep->cm.peer_iface_id, ep->cm.peer_rc_qpn,
+            " request %u%s: IBV_WC_%s (%s, vendor error 0x%x)%s; check: %s",
+            ep, wc->qp_num, ep->cm.peer_iface_id, ep->cm.peer_rc_qpn,
+            (uint16_t)wc->wr_id, req,
             uct_syncmem_wc_name(wc->status), ibv_wc_status_str(wc->status),
             wc->vendor_err, more, uct_syncmem_wc_advice(wc->status));
 }

@@ -47,6 +47,6 @@ ucs_status_t uct_syncmem_wc_status(enum ibv_wc_status status);
 const char *uct_syncmem_wc_advice(enum ibv_wc_status status);
 /* Logs a failed send completion of ep at the iface's failure level */
 void uct_syncmem_wc_log(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
-                        const struct ibv_wc *wc);
+                        const struct ibv_wc *wc, const char *req);
 
 #endif

@@ -376,6 +376,7 @@ static ucs_status_t uct_syncmem_ep_act_unlocked(uct_syncmem_ep_t *ep,
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
+    char req[96];
 
     switch (act) {
     case UCT_SYNCMEM_EP_ACT_RETIRE:
@@ -393,8 +394,9 @@ static ucs_status_t uct_syncmem_ep_act_unlocked(uct_syncmem_ep_t *ep,
     }
 
     if (wc != NULL) {
+        uct_syncmem_replay_describe(ep, wc->wr_id, req, sizeof(req));
         uct_syncmem_ep_tx_completed(ep, wc->wr_id, status);
-        uct_syncmem_wc_log(iface, ep, wc);
+        uct_syncmem_wc_log(iface, ep, wc, req);
     }
     if ((act == UCT_SYNCMEM_EP_ACT_FAIL_PURGE) ||
         (act == UCT_SYNCMEM_EP_ACT_CANCEL_PURGE)) {

@@ -593,3 +593,31 @@ ucs_status_t uct_syncmem_replay_ring(uct_syncmem_ep_t *ep)
     return uct_syncmem_replay_post_how(ep, first, count,
                                        UCT_SYNCMEM_POST_RING);
 }
+
+void uct_syncmem_replay_describe(const uct_syncmem_ep_t *ep, uint16_t sn,
+                             char *buf, size_t max)
+{
+    static const char *names[] = {
+        [IBV_WR_RDMA_WRITE]           = "RDMA_WRITE",
+        [IBV_WR_RDMA_WRITE_WITH_IMM]  = "RDMA_WRITE_WITH_IMM",
+        [IBV_WR_SEND]                 = "SEND",
+        [IBV_WR_SEND_WITH_IMM]        = "SEND_WITH_IMM",
+        [IBV_WR_RDMA_READ]            = "RDMA_READ",
+        [IBV_WR_ATOMIC_CMP_AND_SWP]   = "ATOMIC_CMP_AND_SWP",
+        [IBV_WR_ATOMIC_FETCH_AND_ADD] = "ATOMIC_FETCH_AND_ADD"
+    };
+    const uct_syncmem_replay_t *e;
+
+    buf[0] = '\0';
+    if ((ep->replay.ring == NULL) ||
+        UCS_CIRCULAR_COMPARE16(sn, <=, ep->tx.acked_sn) ||
+        UCS_CIRCULAR_COMPARE16(sn, >, ep->tx.sn)) {
+        return;
+    }
+    e = uct_syncmem_replay_entry(&ep->replay, sn);
+    ucs_snprintf_zero(buf, max, " (%s of %u bytes at 0x%" PRIx64 "%s)",
+                      ((e->opcode < ucs_static_array_size(names)) &&
+                       (names[e->opcode] != NULL)) ? names[e->opcode] : "?",
+                      e->length, e->remote_addr,
+                      (e->send_flags & IBV_SEND_INLINE) ? ", inline" : "");
+}

@@ -104,6 +104,11 @@ ucs_status_t uct_syncmem_replay_peer_ran(uct_syncmem_ep_t *ep,
                                          unsigned *atomics_p);
 uint32_t uct_syncmem_replay_npkts(const uct_syncmem_ep_t *ep, uint16_t first,
                                   uint16_t count);
+/* " (RDMA_READ of 16384 bytes at 0x...)": what request sn was, for a log
+ * line; "" when the endpoint keeps no ring. */
+void uct_syncmem_replay_describe(const uct_syncmem_ep_t *ep, uint16_t sn,
+                             char *buf, size_t max);
+
 const char *uct_syncmem_replay_resume_risk(const uct_syncmem_ep_t *ep,
                                            uint16_t first, uint16_t last);
 void uct_syncmem_ep_purge(uct_syncmem_ep_t *ep, ucs_status_t status);
