@@ -83,6 +83,58 @@ protected:
         return w;
     }
 
+    // A sender (RC_STALL_TIMEOUT stall) and a receiver of 16 buffers on a
+    // worker of its own, which nobody progresses until receiver_runs_again;
+    // active messages 0..count-1 from one to the other.
+    struct stuck_receiver {
+        const uint64_t count = 64;
+        am_counter     ams;
+        uct_worker_h   worker;
+        uct_ep_h       ep;
+    };
+    void stuck_receiver_start(const std::string &stall, stuck_receiver *r) {
+        uct_iface_h sender, stuck;
+        r->worker = new_worker();
+        ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &sender,
+                                     {{"RC_STALL_TIMEOUT", stall}}));
+        ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &stuck,
+                                     {{"RX_QUEUE_LEN", "16"}}, {}, r->worker));
+        uct_iface_set_am_handler(stuck, AM_ID, am_counter::cb, &r->ams, 0);
+        r->ep = connect(sender, stuck);
+        post_ams(r->ep, r->count);
+    }
+
+    // Active messages 0..count-1 on ep, each as soon as it has room.
+    void post_ams(uct_ep_h ep, uint64_t count) {
+        for (uint64_t i = 0; i < count; ++i) {
+            ASSERT_EQ(UCS_OK, retry([&] {
+                return uct_ep_am_short(ep, AM_ID, i, NULL, 0);
+            })) << i;
+        }
+    }
+
+    // The stuck receiver runs again (its worker progresses): the sender's
+    // flush completes, and each of its messages arrives once.
+    void receiver_runs_again(const stuck_receiver &r) {
+        uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+        ucs_status_t status   = retry([&] {
+            return uct_ep_flush(r.ep, 0, &comp);
+        });
+        if (status == UCS_INPROGRESS) {
+            for (long i = 0; (i < 2000000) && (comp.count > 0); ++i) {
+                progress();
+                uct_worker_progress(r.worker);
+            }
+            status = (comp.count > 0) ? UCS_ERR_TIMED_OUT : comp.status;
+        }
+        EXPECT_EQ(UCS_OK, status);
+        for (long i = 0; (i < 1000000) && (r.ams.seen.size() < r.count);
+             ++i) {
+            uct_worker_progress(r.worker);
+        }
+        EXPECT_TRUE(r.ams.exactly_once(r.count));
+    }
+
     // Calls flush until it is done (bounded, so that a hang is a failure).
     ucs_status_t flush_until_done(std::function<ucs_status_t()> flush) {
         ucs_status_t status = UCS_INPROGRESS;
@@ -594,45 +646,19 @@ TEST_F(syncmem_fault_test, op_timeout_fails_a_stuck_endpoint)
 // again every message arrives exactly once and the user heard of nothing.
 TEST_F(syncmem_fault_test, stall_timeout_replaces_a_silent_qp)
 {
-    uct_worker_h stuck_worker = new_worker();
-    uct_iface_h sender, stuck;
-    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &sender,
-                                 {{"RC_STALL_TIMEOUT", "300ms"}}));
-    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &stuck,
-                                 {{"RX_QUEUE_LEN", "16"}}, {}, stuck_worker));
-    am_counter ams;
-    uct_iface_set_am_handler(stuck, AM_ID, am_counter::cb, &ams, 0);
-    uct_ep_h ep = connect(sender, stuck);
-
-    const uint64_t count = 64;
-    for (uint64_t i = 0; i < count; ++i) {
-        ASSERT_EQ(UCS_OK, retry([&] {
-            return uct_ep_am_short(ep, AM_ID, i, NULL, 0);
-        })) << i;
-    }
+    stuck_receiver r;
+    ASSERT_NO_FATAL_FAILURE(stuck_receiver_start("300ms", &r));
     // only the sender progresses: message 17 finds no buffer
-    for (long i = 0; (i < 3000000) && (uct_syncmem_ep_reconnects(ep) == 0);
+    for (long i = 0; (i < 3000000) && (uct_syncmem_ep_reconnects(r.ep) == 0);
          ++i) {
         progress();
     }
-    EXPECT_GE(uct_syncmem_ep_reconnects(ep), 1u) << "the stall went unnoticed";
-    EXPECT_TRUE(ams.seen.empty());
+    EXPECT_GE(uct_syncmem_ep_reconnects(r.ep), 1u)
+            << "the stall went unnoticed";
+    EXPECT_TRUE(r.ams.seen.empty());
 
     // the receiver runs again
-    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
-    ucs_status_t status = retry([&] { return uct_ep_flush(ep, 0, &comp); });
-    if (status == UCS_INPROGRESS) {
-        for (long i = 0; (i < 2000000) && (comp.count > 0); ++i) {
-            progress();
-            uct_worker_progress(stuck_worker);
-        }
-        status = (comp.count > 0) ? UCS_ERR_TIMED_OUT : comp.status;
-    }
-    EXPECT_EQ(UCS_OK, status);
-    for (long i = 0; (i < 1000000) && (ams.seen.size() < count); ++i) {
-        uct_worker_progress(stuck_worker);
-    }
-    EXPECT_TRUE(ams.exactly_once(count));
+    receiver_runs_again(r);
     EXPECT_TRUE(m_errors.empty());
 }
 
@@ -642,46 +668,19 @@ TEST_F(syncmem_fault_test, stall_timeout_replaces_a_silent_qp)
 // wedged after 2.1 s (the time it still allows after link trouble).
 TEST_F(syncmem_fault_test, auto_stall_time_spares_a_late_receiver)
 {
-    uct_worker_h stuck_worker = new_worker();
-    uct_iface_h sender, stuck;
-    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &sender,
-                                 {{"RC_STALL_TIMEOUT", "auto"}}));
-    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &stuck,
-                                 {{"RX_QUEUE_LEN", "16"}}, {}, stuck_worker));
-    am_counter ams;
-    uct_iface_set_am_handler(stuck, AM_ID, am_counter::cb, &ams, 0);
-    uct_ep_h ep = connect(sender, stuck);
-
-    const uint64_t count = 64;
-    for (uint64_t i = 0; i < count; ++i) {
-        ASSERT_EQ(UCS_OK, retry([&] {
-            return uct_ep_am_short(ep, AM_ID, i, NULL, 0);
-        })) << i;
-    }
-    // only the sender progresses: message 17 finds no buffer
+    stuck_receiver r;
+    ASSERT_NO_FATAL_FAILURE(stuck_receiver_start("auto", &r));
+    // 4 s of the sender alone: message 17 waits for a buffer (RNR)
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
     while (std::chrono::steady_clock::now() < until) {
         progress();
     }
-    EXPECT_EQ(0u, uct_syncmem_ep_reconnects(ep))
+    EXPECT_EQ(0u, uct_syncmem_ep_reconnects(r.ep))
             << "a receiver 4 s late was taken for a wedged QP";
-    EXPECT_TRUE(ams.seen.empty());
+    EXPECT_TRUE(r.ams.seen.empty());
 
     // the receiver runs again: everything arrives, once
-    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
-    ucs_status_t status = retry([&] { return uct_ep_flush(ep, 0, &comp); });
-    if (status == UCS_INPROGRESS) {
-        for (long i = 0; (i < 2000000) && (comp.count > 0); ++i) {
-            progress();
-            uct_worker_progress(stuck_worker);
-        }
-        status = (comp.count > 0) ? UCS_ERR_TIMED_OUT : comp.status;
-    }
-    EXPECT_EQ(UCS_OK, status);
-    for (long i = 0; (i < 1000000) && (ams.seen.size() < count); ++i) {
-        uct_worker_progress(stuck_worker);
-    }
-    EXPECT_TRUE(ams.exactly_once(count));
+    receiver_runs_again(r);
     EXPECT_TRUE(m_errors.empty());
 }
 
