@@ -595,7 +595,7 @@ ucs_status_t uct_syncmem_replay_ring(uct_syncmem_ep_t *ep)
 }
 
 void uct_syncmem_replay_describe(const uct_syncmem_ep_t *ep, uint16_t sn,
-                             char *buf, size_t max)
+                                 char *buf, size_t max)
 {
     static const char *names[] = {
         [IBV_WR_RDMA_WRITE]           = "RDMA_WRITE",

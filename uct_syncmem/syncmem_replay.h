@@ -107,7 +107,7 @@ uint32_t uct_syncmem_replay_npkts(const uct_syncmem_ep_t *ep, uint16_t first,
 /* " (RDMA_READ of 16384 bytes at 0x...)": what request sn was, for a log
  * line; "" when the endpoint keeps no ring. */
 void uct_syncmem_replay_describe(const uct_syncmem_ep_t *ep, uint16_t sn,
-                             char *buf, size_t max);
+                                 char *buf, size_t max);
 
 const char *uct_syncmem_replay_resume_risk(const uct_syncmem_ep_t *ep,
                                            uint16_t first, uint16_t last);
