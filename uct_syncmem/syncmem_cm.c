@@ -789,3 +789,24 @@ unsigned uct_syncmem_iface_num_ahs(uct_iface_h tl_iface)
 {
     return uct_syncmem_iface_cm_count(tl_iface, 1);
 }
+
+ucs_status_t uct_syncmem_iface_inject_refusal(uct_iface_h tl_iface)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
+    struct ibv_qp_attr attr    = {
+        .qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC
+    };
+    ucs_status_t status        = UCS_ERR_NO_ELEM;
+    uct_syncmem_cm_passive_t *p;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    ucs_list_for_each(p, &iface->cm.passive, list) {
+        if (ibv_modify_qp(p->qp, &attr, IBV_QP_ACCESS_FLAGS)) {
+            status = UCS_ERR_IO_ERROR;
+            break;
+        }
+        status = UCS_OK;
+    }
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
+}

@@ -49,8 +49,9 @@
  *   (c) nothing until CM_TIMEOUT has passed since the last REQ; then RESEND
  *       while tries are left (CM_RETRIES), else FAIL >FAILED
  *       (UCS_ERR_ENDPOINT_TIMEOUT).
- *   (e) reconnect on and a link error: START >RECONN_WAIT_BOTH. Otherwise
- *       FAIL >FAILED, with the completion's status.
+ *   (e) reconnect on and a recoverable error (the link broke, or the
+ *       peer refused a request the first time): START >RECONN_WAIT_BOTH.
+ *       Otherwise FAIL >FAILED, with the completion's status.
  *   (d) reconnect on and requests outstanding: QP_ERROR. Otherwise -.
  *   (r) >RECONN_DRAIN_RESUME if this REQ asked to resume and the peer kept
  *       the same QP, else >RECONN_DRAIN_NEW.
@@ -257,7 +258,7 @@ uct_syncmem_ep_act_t uct_syncmem_ep_fsm_next(uint8_t *state,
         return UCT_SYNCMEM_EP_ACT_NONE;
     case UCT_SYNCMEM_EP_EV_ERROR:
         if ((s == UCT_SYNCMEM_EP_CONNECTED) && in->reconnect &&
-            in->link_error) {
+            in->recoverable) {
             return uct_syncmem_ep_fsm_go(state, UCT_SYNCMEM_EP_RECONN_WAIT_BOTH,
                                          UCT_SYNCMEM_EP_ACT_START);
         } else if ((s == UCT_SYNCMEM_EP_CONNECTING) ||
@@ -312,6 +313,12 @@ int32_t uct_syncmem_ep_fsm_peer_ran(uint32_t first_psn, uint32_t end_psn,
     uint32_t ran        = (rq_psn - first_psn) & mask;
 
     return (ran <= span) ? (int32_t)ran : -1;
+}
+
+int uct_syncmem_ep_fsm_retry_refusal(uint8_t refused_once, uint16_t refused_sn,
+                                     uint16_t sn)
+{
+    return !refused_once || (refused_sn != sn);
 }
 
 uint64_t uct_syncmem_ep_fsm_stall_time(uint64_t timeout, unsigned calm,

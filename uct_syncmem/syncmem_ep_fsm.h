@@ -62,7 +62,9 @@ typedef enum {
  * state and the event. Filled for every event; each reads its own. */
 typedef struct {
     uint8_t reconnect;     /* UCX_SYNCMEM_RECONNECT=y */
-    uint8_t link_error;    /* ERROR: the status says the link broke */
+    uint8_t recoverable;   /* ERROR: the link broke, or the peer refused a
+                              request the first time
+                              (uct_syncmem_ep_fsm_retry_refusal) */
     uint8_t outstanding;   /* requests are in flight */
     uint8_t resume_asked;  /* this generation's REQ asked to resume */
     uint8_t rep_resumed;   /* REP: the peer kept the same QP */
@@ -107,6 +109,18 @@ int32_t uct_syncmem_ep_fsm_peer_ran(uint32_t first_psn, uint32_t end_psn,
 uint64_t uct_syncmem_ep_fsm_stall_time(uint64_t timeout, unsigned calm,
                                        uint64_t trouble, uint64_t window,
                                        uint64_t now, unsigned stalls);
+
+/*
+ * Whether a request the peer refused as invalid (IBV_WC_REM_INV_REQ_ERR) is
+ * worth a reconnect: yes the first time. Our sends stay within the peer's
+ * limits (checked when posting and when connecting), so a refusal says the
+ * two QPs disagree on where a message starts: Soft-RoCE 6.1 does that after
+ * its requester re-sends a packet the netdev dropped (doc/testing.md). A
+ * new QP starts both over. The same request refused again (refused_once,
+ * refused_sn: the last refusal) is a real one, and fails the endpoint.
+ */
+int uct_syncmem_ep_fsm_retry_refusal(uint8_t refused_once, uint16_t refused_sn,
+                                     uint16_t sn);
 
 /* Names as in the table, for logs and tests. */
 extern const char *uct_syncmem_ep_state_names[];

@@ -20,6 +20,10 @@ void uct_syncmem_ep_tx_sns(uct_ep_h ep, uint16_t *sn_p, uint16_t *acked_sn_p);
  * address handles its handshake made (one a peer port) */
 unsigned uct_syncmem_iface_num_passive(uct_iface_h iface);
 unsigned uct_syncmem_iface_num_ahs(uct_iface_h iface);
+/* syncmem_cm.c: iface's passive QPs refuse RDMA writes from now on (the
+ * writer gets IBV_WC_REM_INV_REQ_ERR), as a device that lost track of a
+ * connection refuses a valid request; a reconnect's new QP takes them. */
+ucs_status_t uct_syncmem_iface_inject_refusal(uct_iface_h iface);
 
 /* syncmem_rcache.c: the counters of md's cache; UNSUPPORTED without one */
 ucs_status_t uct_syncmem_md_rcache_counters(uct_md_h md,

@@ -62,6 +62,17 @@ static int uct_syncmem_wc_is_link_error(enum ibv_wc_status status)
            (status == IBV_WC_LOC_QP_OP_ERR);
 }
 
+/* ERROR's guard: a link error, or a refusal worth a new QP. */
+static int uct_syncmem_ep_wc_recoverable(const uct_syncmem_ep_t *ep,
+                                         const struct ibv_wc *wc)
+{
+    return uct_syncmem_wc_is_link_error(wc->status) ||
+           ((wc->status == IBV_WC_REM_INV_REQ_ERR) &&
+            uct_syncmem_ep_fsm_retry_refusal(ep->reconnect.refused_once,
+                                             ep->reconnect.refused_sn,
+                                             wc->wr_id));
+}
+
 /* START: a spare QP, the requests of unknown outcome, whether to ask to
  * resume, and the REQ. */
 static ucs_status_t uct_syncmem_reconnect_start(uct_syncmem_ep_t *ep,
@@ -104,7 +115,14 @@ static ucs_status_t uct_syncmem_reconnect_start(uct_syncmem_ep_t *ep,
     ep->reconnect.deadline    = ep->reconnect.started +
                                 iface->config.reconnect_timeout;
 
-    if (!iface->config.reconnect_resume) {
+    if (wc->status == IBV_WC_REM_INV_REQ_ERR) {
+        /* both QPs start over: the peer's is in error, and ours may
+         * disagree with it on PSNs */
+        ep->reconnect.refused_once = 1;
+        ep->reconnect.refused_sn   = sn;
+        why = "the peer refused the request as invalid (a second refusal"
+              " of it fails the endpoint)";
+    } else if (!iface->config.reconnect_resume) {
         why = "UCX_SYNCMEM_RECONNECT_RESUME=n";
     } else if (ep->wd.stalls != 0) {
         why = "the QP had stalled";
@@ -264,8 +282,7 @@ static void uct_syncmem_ep_fsm_inputs(const uct_syncmem_ep_t *ep,
                                                 uct_syncmem_iface_t);
 
     in->reconnect     = iface->config.reconnect;
-    in->link_error    = (wc != NULL) &&
-                        uct_syncmem_wc_is_link_error(wc->status);
+    in->recoverable   = (wc != NULL) && uct_syncmem_ep_wc_recoverable(ep, wc);
     in->outstanding   = uct_syncmem_ep_tx_outstanding(ep) != 0;
     in->resume_asked  = ep->reconnect.resume;
     in->rep_resumed   = (rep == UCT_SYNCMEM_CM_REP_RESUMED);

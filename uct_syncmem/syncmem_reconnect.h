@@ -28,6 +28,9 @@ typedef struct uct_syncmem_reconnect {
     uint32_t         old_rq_psn;    /* old_qp's next expected PSN */
     uint16_t         resumed_sn;    /* fail_sn of the last resume */
     uint8_t          resumed_once;  /* ...which is valid */
+    uint16_t         refused_sn;    /* the last request the peer refused
+                                       as invalid (REM_INV_REQ_ERR) */
+    uint8_t          refused_once;  /* ...which is valid */
     ucs_time_t       started;
     ucs_time_t       deadline;
 } uct_syncmem_reconnect_t;

@@ -612,6 +612,28 @@ TEST_F(syncmem_fault_test, without_reconnect_a_qp_error_fails_the_endpoint)
     EXPECT_EQ(0u, uct_syncmem_ep_reconnects(ep));
 }
 
+// A peer that refuses a valid request as invalid (IBV_WC_REM_INV_REQ_ERR;
+// Soft-RoCE 6.1 does it after re-sending a packet its netdev dropped, here
+// the peer's QP stops taking RDMA writes): the endpoint reconnects once,
+// the put is done on the new QP, and the user hears of nothing.
+TEST_F(syncmem_fault_test, a_refused_request_is_done_on_a_new_qp)
+{
+    uct_iface_h iface;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface, {}));
+    uct_ep_h ep = connect(iface, m_receiver);
+    buffer *dst = alloc(64, 0);
+    ASSERT_EQ(8, put_bcopy(ep, 1, dst, 0));
+    ASSERT_EQ(UCS_OK, flush_wait(ep));
+
+    ASSERT_EQ(UCS_OK, uct_syncmem_iface_inject_refusal(m_receiver));
+    ASSERT_EQ(8, put_bcopy(ep, 2, dst, 1));
+    EXPECT_EQ(UCS_OK, flush_wait(ep));
+    EXPECT_EQ(1u, uct_syncmem_ep_reconnects(ep));
+    EXPECT_EQ(1u, word(dst, 0));
+    EXPECT_EQ(2u, word(dst, 1));
+    EXPECT_TRUE(m_errors.empty());
+}
+
 // UCX_SYNCMEM_OP_TIMEOUT: a receiver that never calls progress runs out of
 // buffers and its sender's messages wait (RNR) forever; the deadline fails
 // the endpoint and everything outstanding on it.

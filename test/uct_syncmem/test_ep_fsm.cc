@@ -31,7 +31,7 @@ in_t inputs(unsigned bits)
 {
     in_t in;
     in.reconnect     = !!(bits & 1);
-    in.link_error    = !!(bits & 2);
+    in.recoverable   = !!(bits & 2);
     in.outstanding   = !!(bits & 4);
     in.resume_asked  = !!(bits & 8);
     in.rep_resumed   = !!(bits & 16);
@@ -47,7 +47,7 @@ in_t quiet_in()
 {
     in_t in = inputs(0);
     in.reconnect   = 1;
-    in.link_error  = 1;
+    in.recoverable = 1;
     in.outstanding = 1;
     in.tries_left  = 1;
     return in;
@@ -56,7 +56,7 @@ in_t quiet_in()
 std::string describe(const in_t &in)
 {
     std::ostringstream os;
-    os << "reconnect " << +in.reconnect << " link_error " << +in.link_error
+    os << "reconnect " << +in.reconnect << " recoverable " << +in.recoverable
        << " outstanding " << +in.outstanding << " resume_asked "
        << +in.resume_asked << " rep_resumed " << +in.rep_resumed
        << " retry_due " << +in.retry_due << " past_deadline "
@@ -345,7 +345,7 @@ TEST(ep_fsm, connecting_timer)
 TEST(ep_fsm, connected_error)
 {
     expect_cell(S(CONNECTED), E(ERROR), [](const in_t &in) {
-        return (in.reconnect && in.link_error) ?
+        return (in.reconnect && in.recoverable) ?
                go(A(START), S(RECONN_WAIT_BOTH)) : go(A(FAIL), S(FAILED));
     });
 }
@@ -605,4 +605,18 @@ TEST(ep_fsm, stall_time)
         EXPECT_EQ(doubled, uct_syncmem_ep_fsm_stall_time(t, 8, now, window,
                                                          now, stalls));
     }
+}
+
+// A request the peer refused as invalid: a reconnect the first time, and
+// for another request after it; the same request refused again fails the
+// endpoint (16-bit request numbers, across their wrap too).
+TEST(ep_fsm, retry_refusal)
+{
+    EXPECT_TRUE(uct_syncmem_ep_fsm_retry_refusal(0, 0, 0));
+    EXPECT_TRUE(uct_syncmem_ep_fsm_retry_refusal(0, 22, 22));
+    EXPECT_FALSE(uct_syncmem_ep_fsm_retry_refusal(1, 22, 22));
+    EXPECT_TRUE(uct_syncmem_ep_fsm_retry_refusal(1, 22, 23));
+    EXPECT_TRUE(uct_syncmem_ep_fsm_retry_refusal(1, 22, 21));
+    EXPECT_FALSE(uct_syncmem_ep_fsm_retry_refusal(1, 0xffff, 0xffff));
+    EXPECT_TRUE(uct_syncmem_ep_fsm_retry_refusal(1, 0xffff, 0));
 }
