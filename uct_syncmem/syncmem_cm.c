@@ -246,6 +246,17 @@ static void uct_syncmem_cm_send_rep(uct_syncmem_iface_t *iface,
     uct_syncmem_cm_send(iface, peer, p->peer_cm_qpn, &rep);
 }
 
+/* Tests (uct_syncmem_iface_inject_refusal): qp takes no RDMA write. */
+static ucs_status_t uct_syncmem_cm_refuse_writes(struct ibv_qp *qp)
+{
+    struct ibv_qp_attr attr = {
+        .qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC
+    };
+
+    return ibv_modify_qp(qp, &attr, IBV_QP_ACCESS_FLAGS) ? UCS_ERR_IO_ERROR :
+                                                           UCS_OK;
+}
+
 /* A passive RC QP connected to the initiator's QP rc_qpn. */
 static ucs_status_t uct_syncmem_cm_passive_qp(uct_syncmem_iface_t *iface,
                                               const uct_syncmem_port_t *peer,
@@ -259,6 +270,9 @@ static ucs_status_t uct_syncmem_cm_passive_qp(uct_syncmem_iface_t *iface,
         return status;
     }
     status = uct_syncmem_qp_connect(iface, *qp_p, peer, rc_qpn);
+    if ((status == UCS_OK) && iface->cm.refuse_writes) {
+        status = uct_syncmem_cm_refuse_writes(*qp_p);
+    }
     if (status != UCS_OK) {
         ibv_destroy_qp(*qp_p);
     }
@@ -648,6 +662,7 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
     iface->cm.dropped      = 0;
     iface->cm.refused      = 0;
     iface->cm.drop_report_time = 0;
+    iface->cm.refuse_writes    = 0;
 
     iface->cm.channel = ibv_create_comp_channel(md->ctx);
     if ((iface->cm.channel == NULL) ||
@@ -790,22 +805,20 @@ unsigned uct_syncmem_iface_num_ahs(uct_iface_h tl_iface)
     return uct_syncmem_iface_cm_count(tl_iface, 1);
 }
 
-ucs_status_t uct_syncmem_iface_inject_refusal(uct_iface_h tl_iface)
+ucs_status_t uct_syncmem_iface_inject_refusal(uct_iface_h tl_iface,
+                                              int persist)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
-    struct ibv_qp_attr attr    = {
-        .qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC
-    };
     ucs_status_t status        = UCS_ERR_NO_ELEM;
     uct_syncmem_cm_passive_t *p;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
+    iface->cm.refuse_writes = persist;
     ucs_list_for_each(p, &iface->cm.passive, list) {
-        if (ibv_modify_qp(p->qp, &attr, IBV_QP_ACCESS_FLAGS)) {
-            status = UCS_ERR_IO_ERROR;
+        status = uct_syncmem_cm_refuse_writes(p->qp);
+        if (status != UCS_OK) {
             break;
         }
-        status = UCS_OK;
     }
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return status;

@@ -61,6 +61,8 @@ typedef struct uct_syncmem_cm {
     unsigned         refused;        /* REQs refused, not yet reported */
     ucs_time_t       drop_report_time;
     int              fault_id;       /* FAULT_QP_ERROR timer; -1: none */
+    uint8_t          refuse_writes;  /* tests: passive QPs made from now
+                                        on refuse RDMA writes too */
 } uct_syncmem_cm_t;
 
 /* syncmem_cm.c */

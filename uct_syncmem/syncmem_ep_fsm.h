@@ -93,6 +93,10 @@ int32_t uct_syncmem_ep_fsm_peer_ran(uint32_t first_psn, uint32_t end_psn,
 
 /* Doublings of the stall time, at most (32 times). */
 #define UCT_SYNCMEM_STALL_MAX_SHIFT 5
+/* 'auto': how many times longer the stall time is while the port shows no
+ * link trouble, and for how long (seconds) a sign of trouble counts */
+#define UCT_SYNCMEM_STALL_CALM      8
+#define UCT_SYNCMEM_TROUBLE_WINDOW  60.0
 
 /*
  * How long the watchdog lets an endpoint's oldest request go without

@@ -22,8 +22,9 @@ unsigned uct_syncmem_iface_num_passive(uct_iface_h iface);
 unsigned uct_syncmem_iface_num_ahs(uct_iface_h iface);
 /* syncmem_cm.c: iface's passive QPs refuse RDMA writes from now on (the
  * writer gets IBV_WC_REM_INV_REQ_ERR), as a device that lost track of a
- * connection refuses a valid request; a reconnect's new QP takes them. */
-ucs_status_t uct_syncmem_iface_inject_refusal(uct_iface_h iface);
+ * connection refuses a valid request; a reconnect's new QP takes them,
+ * unless persist: then the QPs it makes later refuse them too. */
+ucs_status_t uct_syncmem_iface_inject_refusal(uct_iface_h iface, int persist);
 
 /* syncmem_rcache.c: the counters of md's cache; UNSUPPORTED without one */
 ucs_status_t uct_syncmem_md_rcache_counters(uct_md_h md,

@@ -409,7 +409,6 @@ static void uct_syncmem_iface_tx_ops(uct_syncmem_iface_t *iface)
  * take to report a dead link: a QP called stalled is one whose retries
  * should have said something long ago. And UCT_SYNCMEM_STALL_CALM times
  * that while the port shows no link trouble (uct_syncmem_ep_fsm_stall_time). */
-#define UCT_SYNCMEM_STALL_CALM 8
 
 static ucs_time_t
 uct_syncmem_iface_stall_timeout(const uct_syncmem_iface_t *iface,

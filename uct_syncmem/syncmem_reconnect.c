@@ -50,16 +50,23 @@
 #include <string.h>
 
 
+/* The link, not us: retry exceeded (no acknowledgement came back: link,
+ * switch, peer host); local QP operation error (Soft-RoCE's answer when it
+ * cannot route the packet: the netdev went down). 'auto' stall times are
+ * short for a while after one (syncmem_watchdog.c). */
+static int uct_syncmem_wc_is_link_trouble(enum ibv_wc_status status)
+{
+    return (status == IBV_WC_RETRY_EXC_ERR) ||
+           (status == IBV_WC_LOC_QP_OP_ERR);
+}
+
+/* Link trouble, or flushed with no error before it: the QP was moved to
+ * the error state by something other than us (port event, FAULT_QP_ERROR,
+ * the stall check). */
 static int uct_syncmem_wc_is_link_error(enum ibv_wc_status status)
 {
-    /* retry exceeded: no acknowledgement came back (link, switch, peer
-     * host); flushed with no error before it: the QP was moved to the
-     * error state by something other than us (port event, FAULT_QP_ERROR,
-     * the stall check); local QP operation error: Soft-RoCE's answer when
-     * it cannot route the packet (the netdev went down) */
-    return (status == IBV_WC_RETRY_EXC_ERR) ||
-           (status == IBV_WC_WR_FLUSH_ERR) ||
-           (status == IBV_WC_LOC_QP_OP_ERR);
+    return uct_syncmem_wc_is_link_trouble(status) ||
+           (status == IBV_WC_WR_FLUSH_ERR);
 }
 
 /* ERROR's guard: a link error, or a refusal worth a new QP. */
@@ -529,10 +536,8 @@ void uct_syncmem_ep_tx_error(uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
 {
     uint16_t sn = wc->wr_id;
 
-    if ((wc->status == IBV_WC_RETRY_EXC_ERR) ||
-        (wc->status == IBV_WC_LOC_QP_OP_ERR)) {
-        /* the link, not us (flushes follow our own QP_ERROR too): 'auto'
-         * stall times are short for a while (syncmem_watchdog.c) */
+    if (uct_syncmem_wc_is_link_trouble(wc->status)) {
+        /* not flushes: those follow our own QP_ERROR too */
         ucs_derived_of(ep->super.super.iface,
                        uct_syncmem_iface_t)->link_trouble = ucs_get_time();
     }

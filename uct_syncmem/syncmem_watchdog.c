@@ -15,9 +15,6 @@
 #include <ucs/time/time.h>
 #include <string.h>
 
-/* How long a sign of link trouble keeps 'auto' stall times short
- * (uct_syncmem_ep_fsm_stall_time) */
-#define UCT_SYNCMEM_TROUBLE_WINDOW 60.0
 /* QPs taken for wedged at one check, at most: a wedge is one QP's; many
  * at once are a device that is only slow (Soft-RoCE driving a thousand
  * QPs), and replacing them all makes it slower still. The others wait for
@@ -51,6 +48,7 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
                                        uct_syncmem_ep_t *ep, ucs_time_t now,
                                        unsigned *stalls_left)
 {
+    ucs_time_t window = ucs_time_from_sec(UCT_SYNCMEM_TROUBLE_WINDOW);
     struct ibv_qp_attr attr;
     struct ibv_qp_init_attr init;
     ucs_time_t allowed;
@@ -68,9 +66,7 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
 
     allowed = uct_syncmem_ep_fsm_stall_time(
             iface->config.stall_timeout, iface->config.stall_calm,
-            iface->link_trouble,
-            ucs_time_from_sec(UCT_SYNCMEM_TROUBLE_WINDOW), now,
-            ep->wd.stalls);
+            iface->link_trouble, window, now, ep->wd.stalls);
     if (now - ep->wd.stall_time < allowed / 2) {
         return;
     }
@@ -102,9 +98,9 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
                           "failing the endpoint (UCX_SYNCMEM_RECONNECT=n)",
              ucs_time_to_sec(allowed),
              ucs_time_to_sec(iface->config.stall_timeout),
-             (allowed > (iface->config.stall_timeout <<
-                         ucs_min(ep->wd.stalls,
-                                 UCT_SYNCMEM_STALL_MAX_SHIFT))) ?
+             (allowed > uct_syncmem_ep_fsm_stall_time(
+                     iface->config.stall_timeout, 1, iface->link_trouble,
+                     window, now, ep->wd.stalls)) ?
              ", auto: longer with no link trouble in the last minute" : "");
     if ((ep->wd.stalls == 0) ||
         (ep->wd.stall_sn != (uint16_t)(ep->tx.acked_sn + 1))) {

@@ -625,13 +625,34 @@ TEST_F(syncmem_fault_test, a_refused_request_is_done_on_a_new_qp)
     ASSERT_EQ(8, put_bcopy(ep, 1, dst, 0));
     ASSERT_EQ(UCS_OK, flush_wait(ep));
 
-    ASSERT_EQ(UCS_OK, uct_syncmem_iface_inject_refusal(m_receiver));
+    ASSERT_EQ(UCS_OK, uct_syncmem_iface_inject_refusal(m_receiver, 0));
     ASSERT_EQ(8, put_bcopy(ep, 2, dst, 1));
     EXPECT_EQ(UCS_OK, flush_wait(ep));
     EXPECT_EQ(1u, uct_syncmem_ep_reconnects(ep));
     EXPECT_EQ(1u, word(dst, 0));
     EXPECT_EQ(2u, word(dst, 1));
     EXPECT_TRUE(m_errors.empty());
+}
+
+// The same request refused again, on the new QP too, is a real refusal:
+// the endpoint fails after one reconnect (no loop of them), and the put is
+// reported failed.
+TEST_F(syncmem_fault_test, a_request_refused_twice_fails_the_endpoint)
+{
+    uct_iface_h iface;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface, {}));
+    uct_ep_h ep = connect(iface, m_receiver);
+    buffer *dst = alloc(64, 0);
+    ASSERT_EQ(8, put_bcopy(ep, 1, dst, 0));
+    ASSERT_EQ(UCS_OK, flush_wait(ep));
+
+    ASSERT_EQ(UCS_OK, uct_syncmem_iface_inject_refusal(m_receiver, 1));
+    ASSERT_EQ(8, put_bcopy(ep, 2, dst, 1));
+    EXPECT_NE(UCS_OK, flush_wait(ep));
+    EXPECT_EQ(1u, uct_syncmem_ep_reconnects(ep));
+    ASSERT_EQ(1u, m_errors.size());
+    EXPECT_EQ(ep, m_errors[0].first);
+    EXPECT_EQ(0u, word(dst, 1));
 }
 
 // UCX_SYNCMEM_OP_TIMEOUT: a receiver that never calls progress runs out of
