@@ -180,6 +180,25 @@ protected:
         return v;
     }
 
+    // An endpoint to m_receiver whose first put (1 at word 0) is done;
+    // then m_receiver's QPs refuse RDMA writes (persist: its later ones
+    // too), a second put (2 at word 1) is flushed (*status_p), and the
+    // endpoint has reconnected once.
+    void put_refused(int persist, uct_ep_h *ep_p, buffer **dst_p,
+                     ucs_status_t *status_p) {
+        uct_iface_h iface;
+        ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface, {}));
+        *ep_p  = connect(iface, m_receiver);
+        *dst_p = alloc(64, 0);
+        ASSERT_EQ(8, put_bcopy(*ep_p, 1, *dst_p, 0));
+        ASSERT_EQ(UCS_OK, flush_wait(*ep_p));
+        ASSERT_EQ(UCS_OK, uct_syncmem_iface_inject_refusal(m_receiver,
+                                                           persist));
+        ASSERT_EQ(8, put_bcopy(*ep_p, 2, *dst_p, 1));
+        *status_p = flush_wait(*ep_p);
+        EXPECT_EQ(1u, uct_syncmem_ep_reconnects(*ep_p));
+    }
+
     std::vector<uct_worker_h> m_workers;
 };
 
@@ -618,17 +637,11 @@ TEST_F(syncmem_fault_test, without_reconnect_a_qp_error_fails_the_endpoint)
 // the put is done on the new QP, and the user hears of nothing.
 TEST_F(syncmem_fault_test, a_refused_request_is_done_on_a_new_qp)
 {
-    uct_iface_h iface;
-    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface, {}));
-    uct_ep_h ep = connect(iface, m_receiver);
-    buffer *dst = alloc(64, 0);
-    ASSERT_EQ(8, put_bcopy(ep, 1, dst, 0));
-    ASSERT_EQ(UCS_OK, flush_wait(ep));
-
-    ASSERT_EQ(UCS_OK, uct_syncmem_iface_inject_refusal(m_receiver, 0));
-    ASSERT_EQ(8, put_bcopy(ep, 2, dst, 1));
-    EXPECT_EQ(UCS_OK, flush_wait(ep));
-    EXPECT_EQ(1u, uct_syncmem_ep_reconnects(ep));
+    uct_ep_h ep;
+    buffer *dst;
+    ucs_status_t status;
+    ASSERT_NO_FATAL_FAILURE(put_refused(0, &ep, &dst, &status));
+    EXPECT_EQ(UCS_OK, status);
     EXPECT_EQ(1u, word(dst, 0));
     EXPECT_EQ(2u, word(dst, 1));
     EXPECT_TRUE(m_errors.empty());
@@ -639,17 +652,11 @@ TEST_F(syncmem_fault_test, a_refused_request_is_done_on_a_new_qp)
 // reported failed.
 TEST_F(syncmem_fault_test, a_request_refused_twice_fails_the_endpoint)
 {
-    uct_iface_h iface;
-    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface, {}));
-    uct_ep_h ep = connect(iface, m_receiver);
-    buffer *dst = alloc(64, 0);
-    ASSERT_EQ(8, put_bcopy(ep, 1, dst, 0));
-    ASSERT_EQ(UCS_OK, flush_wait(ep));
-
-    ASSERT_EQ(UCS_OK, uct_syncmem_iface_inject_refusal(m_receiver, 1));
-    ASSERT_EQ(8, put_bcopy(ep, 2, dst, 1));
-    EXPECT_NE(UCS_OK, flush_wait(ep));
-    EXPECT_EQ(1u, uct_syncmem_ep_reconnects(ep));
+    uct_ep_h ep;
+    buffer *dst;
+    ucs_status_t status;
+    ASSERT_NO_FATAL_FAILURE(put_refused(1, &ep, &dst, &status));
+    EXPECT_NE(UCS_OK, status);
     ASSERT_EQ(1u, m_errors.size());
     EXPECT_EQ(ep, m_errors[0].first);
     EXPECT_EQ(0u, word(dst, 1));
