@@ -180,7 +180,10 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
 
     {"RECONNECT_TIMEOUT", "5s",
      "How long an endpoint tries to reconnect before it fails with\n"
-     "UCS_ERR_ENDPOINT_TIMEOUT. A dead peer is detected only after this.",
+     "UCS_ERR_ENDPOINT_TIMEOUT. A dead peer is detected only after this.\n"
+     "A reconnect that RC_STALL_TIMEOUT started tries at least as long as that\n"
+     "stall was allowed: the peer answered late, and may be slow to answer the\n"
+     "handshake too. 'inf': until it succeeds.",
      ucs_offsetof(uct_syncmem_iface_config_t, reconnect_timeout),
      UCS_CONFIG_TYPE_TIME_UNITS},
 

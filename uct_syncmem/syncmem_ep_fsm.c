@@ -315,6 +315,15 @@ int32_t uct_syncmem_ep_fsm_peer_ran(uint32_t first_psn, uint32_t end_psn,
     return (ran <= span) ? (int32_t)ran : -1;
 }
 
+uint64_t uct_syncmem_ep_fsm_reconnect_deadline(uint64_t started,
+                                               uint64_t timeout,
+                                               uint64_t stalled)
+{
+    uint64_t allowed = (stalled > timeout) ? stalled : timeout;
+
+    return (allowed >= UINT64_MAX - started) ? UINT64_MAX : started + allowed;
+}
+
 int uct_syncmem_ep_fsm_retry_refusal(uint8_t refused_once, uint16_t refused_sn,
                                      uint16_t sn)
 {

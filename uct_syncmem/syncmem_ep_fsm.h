@@ -115,6 +115,20 @@ uint64_t uct_syncmem_ep_fsm_stall_time(uint64_t timeout, unsigned calm,
                                        uint64_t now, unsigned stalls);
 
 /*
+ * When a reconnect that started at 'started' gives up (TIMER's
+ * past_deadline): timeout (RECONNECT_TIMEOUT) later; timeout UINT64_MAX
+ * ('inf'): never. One the stall check started gets at least stalled, the
+ * time that stall let the request wait (0: no stall started it). Such a
+ * peer was late, not gone (a dead one fails the requests with retry
+ * exceeded instead), and what made it late slows its handshake too: in a
+ * 24-rank job on two vCPUs the peer's kernel could not resolve our
+ * address for 7 s.
+ */
+uint64_t uct_syncmem_ep_fsm_reconnect_deadline(uint64_t started,
+                                               uint64_t timeout,
+                                               uint64_t stalled);
+
+/*
  * Whether a request the peer refused as invalid (IBV_WC_REM_INV_REQ_ERR) is
  * worth a reconnect: yes the first time. Our sends stay within the peer's
  * limits (checked when posting and when connecting), so a refusal says the

@@ -139,8 +139,11 @@ static ucs_status_t uct_syncmem_qp_rts(uct_syncmem_iface_t *iface,
                         IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
     if (ret) {
-        ucs_error("syncmem: QP 0x%x to RTR (peer QP 0x%x) failed: %s",
-                  qp->qp_num, dest_qpn, strerror(ret));
+        ucs_error("syncmem: QP 0x%x to RTR (peer QP 0x%x) failed: %s%s",
+                  qp->qp_num, dest_qpn, strerror(ret),
+                  (ret == ETIMEDOUT) ? " (the kernel could not resolve the"
+                  " peer's address in time: ARP/ND, a busy host or a lossy"
+                  " link)" : "");
         return UCS_ERR_IO_ERROR;
     }
 

@@ -9,8 +9,10 @@
  *     ("unknown outcome").
  *  2. A spare QP is created and the handshake asks the peer again (a REQ of
  *     the next generation; syncmem_cm.c), every CM_TIMEOUT until
- *     RECONNECT_TIMEOUT. The old QP stays until its flushed requests are
- *     all back from the CQ, so that none of them is taken for the new QP's.
+ *     RECONNECT_TIMEOUT (after a stall, at least the stall's time:
+ *     uct_syncmem_ep_fsm_reconnect_deadline). The old QP stays until its
+ *     flushed requests are all back from the CQ, so that none of them is
+ *     taken for the new QP's.
  *  3. Resume (UCX_SYNCMEM_RECONNECT_RESUME): if the REP says the peer's QP
  *     is still up, the old QP is reset and reconnected to it at the PSN of
  *     request k (uct_syncmem_qp_resume), and the spare goes. The peer's RC
@@ -119,8 +121,12 @@ static ucs_status_t uct_syncmem_reconnect_start(uct_syncmem_ep_t *ep,
     ucs_list_del(&ep->db_list);
     ucs_list_head_init(&ep->db_list);
     ep->reconnect.started     = ucs_get_time();
-    ep->reconnect.deadline    = ep->reconnect.started +
-                                iface->config.reconnect_timeout;
+    ep->reconnect.deadline    = uct_syncmem_ep_fsm_reconnect_deadline(
+            ep->reconnect.started, iface->config.reconnect_timeout,
+            (ep->wd.stalls == 0) ? 0 :
+            uct_syncmem_ep_stall_time(iface, iface->config.stall_calm,
+                                      ep->reconnect.started,
+                                      ep->wd.stalls - 1));
 
     if (wc->status == IBV_WC_REM_INV_REQ_ERR) {
         /* both QPs start over: the peer's is in error, and ours may
@@ -144,12 +150,16 @@ static ucs_status_t uct_syncmem_reconnect_start(uct_syncmem_ep_t *ep,
 
     ucs_diag("syncmem: ep %p: QP 0x%x to iface 0x%" PRIx64 " failed at"
              " request %u (%s); reconnecting, %u requests to post again,"
-             " %s%s (UCX_SYNCMEM_RECONNECT_TIMEOUT=%.1fs)", ep, wc->qp_num,
-             ep->cm.peer_iface_id, sn, ibv_wc_status_str(wc->status),
-             (uint16_t)(ep->tx.sn - sn + 1),
+             " %s%s; trying for %.1f s (UCX_SYNCMEM_RECONNECT_TIMEOUT=%.1fs%s)",
+             ep, wc->qp_num, ep->cm.peer_iface_id, sn,
+             ibv_wc_status_str(wc->status), (uint16_t)(ep->tx.sn - sn + 1),
              ep->reconnect.resume ? "asking to resume" : "on a new QP: ",
              ep->reconnect.resume ? "" : why,
-             ucs_time_to_sec(iface->config.reconnect_timeout));
+             ucs_time_to_sec(ep->reconnect.deadline - ep->reconnect.started),
+             ucs_time_to_sec(iface->config.reconnect_timeout),
+             (ep->reconnect.deadline - ep->reconnect.started >
+              iface->config.reconnect_timeout) ?
+             ", or as long as the stall it follows" : "");
 
     ep->reconnect.old_qp = ep->qp;
     ep->qp               = qp;

@@ -72,12 +72,25 @@ protected:
         for (uct_worker_h w : m_workers) {
             uct_worker_destroy(w);
         }
+        for (ucs_async_context_t *async : m_asyncs) {
+            ucs_async_context_destroy(async);
+        }
         syncmem_rma_test::TearDown();
     }
 
-    uct_worker_h new_worker() {
+    // A worker; on an async context of its own if asked (async_p), which
+    // the test may hold (UCS_ASYNC_BLOCK) to keep the iface's handshake
+    // from answering.
+    uct_worker_h new_worker(ucs_async_context_t **async_p = nullptr) {
+        ucs_async_context_t *async = m_async;
         uct_worker_h w;
-        EXPECT_EQ(UCS_OK, uct_worker_create(m_async, UCS_THREAD_MODE_SINGLE,
+        if (async_p != nullptr) {
+            EXPECT_EQ(UCS_OK, ucs_async_context_create(
+                    UCS_ASYNC_MODE_THREAD_SPINLOCK, async_p));
+            m_asyncs.push_back(*async_p);
+            async = *async_p;
+        }
+        EXPECT_EQ(UCS_OK, uct_worker_create(async, UCS_THREAD_MODE_SINGLE,
                                             &w));
         m_workers.push_back(w);
         return w;
@@ -92,11 +105,13 @@ protected:
         uct_worker_h   worker;
         uct_ep_h       ep;
     };
-    void stuck_receiver_start(const std::string &stall, stuck_receiver *r) {
+    void stuck_receiver_start(const config_mods_t &sender_mods,
+                              stuck_receiver *r,
+                              ucs_async_context_t **async_p = nullptr) {
         uct_iface_h sender, stuck;
-        r->worker = new_worker();
+        r->worker = new_worker(async_p);
         ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &sender,
-                                     {{"RC_STALL_TIMEOUT", stall}}));
+                                     sender_mods));
         ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &stuck,
                                      {{"RX_QUEUE_LEN", "16"}}, {}, r->worker));
         uct_iface_set_am_handler(stuck, AM_ID, am_counter::cb, &r->ams, 0);
@@ -200,6 +215,7 @@ protected:
     }
 
     std::vector<uct_worker_h> m_workers;
+    std::vector<ucs_async_context_t*> m_asyncs;
 };
 
 // The defect this file began with: the put completed (unsignalled, so no
@@ -697,7 +713,7 @@ TEST_F(syncmem_fault_test, op_timeout_fails_a_stuck_endpoint)
 TEST_F(syncmem_fault_test, stall_timeout_replaces_a_silent_qp)
 {
     stuck_receiver r;
-    ASSERT_NO_FATAL_FAILURE(stuck_receiver_start("300ms", &r));
+    ASSERT_NO_FATAL_FAILURE(stuck_receiver_start({{"RC_STALL_TIMEOUT", "300ms"}}, &r));
     // only the sender progresses: message 17 finds no buffer
     for (long i = 0; (i < 3000000) && (uct_syncmem_ep_reconnects(r.ep) == 0);
          ++i) {
@@ -712,6 +728,42 @@ TEST_F(syncmem_fault_test, stall_timeout_replaces_a_silent_qp)
     EXPECT_TRUE(m_errors.empty());
 }
 
+// A reconnect the stall check started tries as long as that stall was
+// allowed, however short RECONNECT_TIMEOUT: the peer was late, not gone,
+// and what made it late delays its answer to the handshake too (a 24-rank
+// MPI job on two vCPUs: the peer's kernel could not resolve our address
+// for 7 s). Here the receiver's async thread is held from before the stall
+// until the sender has reconnected for 3 RECONNECT_TIMEOUTs. Before, the
+// endpoint failed with UCS_ERR_ENDPOINT_TIMEOUT.
+TEST_F(syncmem_fault_test, a_stall_reconnect_waits_for_a_late_handshake)
+{
+    stuck_receiver r;
+    ucs_async_context_t *async;
+    ASSERT_NO_FATAL_FAILURE(stuck_receiver_start(
+            {{"RC_STALL_TIMEOUT", "3s"}, {"RECONNECT_TIMEOUT", "300ms"},
+             {"CM_TIMEOUT", "100ms"}}, &r, &async));
+    UCS_ASYNC_BLOCK(async);
+    bool stalled = wait_for("the stall", [&] {
+        return uct_syncmem_ep_reconnects(r.ep) >= 1;
+    });
+    // 900 ms of the sender alone, its REQs unanswered
+    auto until = std::chrono::steady_clock::now() +
+                 std::chrono::milliseconds(900);
+    while (stalled && (std::chrono::steady_clock::now() < until)) {
+        progress();
+    }
+    EXPECT_TRUE(m_errors.empty())
+            << "the reconnect gave up after RECONNECT_TIMEOUT, before the"
+               " stall time";
+    UCS_ASYNC_UNBLOCK(async);
+    ucs_async_check_miss(async); // the REQs that came while it was held
+    ASSERT_TRUE(stalled);
+
+    receiver_runs_again(r);
+    EXPECT_TRUE(m_errors.empty());
+    EXPECT_EQ(1u, uct_syncmem_ep_reconnects(r.ep));
+}
+
 // RC_STALL_TIMEOUT 'auto' while the port shows no link trouble: a receiver
 // that posts no buffers for 4 s (its sender waits in hardware, RNR) is
 // late, not wedged, and its sender's QP is kept. Before, 'auto' took it for
@@ -719,7 +771,7 @@ TEST_F(syncmem_fault_test, stall_timeout_replaces_a_silent_qp)
 TEST_F(syncmem_fault_test, auto_stall_time_spares_a_late_receiver)
 {
     stuck_receiver r;
-    ASSERT_NO_FATAL_FAILURE(stuck_receiver_start("auto", &r));
+    ASSERT_NO_FATAL_FAILURE(stuck_receiver_start({{"RC_STALL_TIMEOUT", "auto"}}, &r));
     // 4 s of the sender alone: message 17 waits for a buffer (RNR)
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
     while (std::chrono::steady_clock::now() < until) {

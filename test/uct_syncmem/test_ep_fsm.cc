@@ -607,6 +607,28 @@ TEST(ep_fsm, stall_time)
     }
 }
 
+// When a reconnect gives up: RECONNECT_TIMEOUT after it started, or after
+// the time the stall that started it was allowed if that is longer; 'inf'
+// (and a sum past the clock's end) never.
+TEST(ep_fsm, reconnect_deadline)
+{
+    const uint64_t start = 1000000, inf = UINT64_MAX;
+
+    EXPECT_EQ(start + 5000, uct_syncmem_ep_fsm_reconnect_deadline(start, 5000,
+                                                                  0));
+    EXPECT_EQ(start + 5000,
+              uct_syncmem_ep_fsm_reconnect_deadline(start, 5000, 2100));
+    EXPECT_EQ(start + 5000,
+              uct_syncmem_ep_fsm_reconnect_deadline(start, 5000, 5000));
+    EXPECT_EQ(start + 17200,
+              uct_syncmem_ep_fsm_reconnect_deadline(start, 5000, 17200));
+    EXPECT_EQ(start, uct_syncmem_ep_fsm_reconnect_deadline(start, 0, 0));
+    EXPECT_EQ(inf, uct_syncmem_ep_fsm_reconnect_deadline(start, inf, 0));
+    EXPECT_EQ(inf, uct_syncmem_ep_fsm_reconnect_deadline(start, inf, 17200));
+    EXPECT_EQ(inf, uct_syncmem_ep_fsm_reconnect_deadline(start, 5000, inf));
+    EXPECT_EQ(inf, uct_syncmem_ep_fsm_reconnect_deadline(inf - 10, 5000, 0));
+}
+
 // A request the peer refused as invalid: a reconnect the first time, and
 // for another request after it; the same request refused again fails the
 // endpoint (16-bit request numbers, across their wrap too).
