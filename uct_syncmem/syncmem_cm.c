@@ -246,17 +246,6 @@ static void uct_syncmem_cm_send_rep(uct_syncmem_iface_t *iface,
     uct_syncmem_cm_send(iface, peer, p->peer_cm_qpn, &rep);
 }
 
-/* Tests (uct_syncmem_iface_inject_refusal): qp takes no RDMA write. */
-static ucs_status_t uct_syncmem_cm_refuse_writes(struct ibv_qp *qp)
-{
-    struct ibv_qp_attr attr = {
-        .qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC
-    };
-
-    return ibv_modify_qp(qp, &attr, IBV_QP_ACCESS_FLAGS) ? UCS_ERR_IO_ERROR :
-                                                           UCS_OK;
-}
-
 /* A passive RC QP connected to the initiator's QP rc_qpn. */
 static ucs_status_t uct_syncmem_cm_passive_qp(uct_syncmem_iface_t *iface,
                                               const uct_syncmem_port_t *peer,
@@ -271,7 +260,7 @@ static ucs_status_t uct_syncmem_cm_passive_qp(uct_syncmem_iface_t *iface,
     }
     status = uct_syncmem_qp_connect(iface, *qp_p, peer, rc_qpn);
     if ((status == UCS_OK) && iface->cm.refuse_writes) {
-        status = uct_syncmem_cm_refuse_writes(*qp_p);
+        status = uct_syncmem_qp_refuse_writes(*qp_p);
     }
     if (status != UCS_OK) {
         ibv_destroy_qp(*qp_p);
@@ -779,47 +768,4 @@ void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
     ucs_free(iface->cm.bufs);
     ibv_destroy_cq(iface->cm.cq);
     ibv_destroy_comp_channel(iface->cm.channel);
-}
-
-/* What the handshake holds (the test hooks): passive connections, or
- * address handles; read under the async lock */
-static unsigned uct_syncmem_iface_cm_count(uct_iface_h tl_iface, int ahs)
-{
-    uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
-    unsigned count;
-
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
-    count = ahs ? kh_size(&iface->cm.ahs) :
-                  ucs_list_length(&iface->cm.passive);
-    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    return count;
-}
-
-unsigned uct_syncmem_iface_num_passive(uct_iface_h tl_iface)
-{
-    return uct_syncmem_iface_cm_count(tl_iface, 0);
-}
-
-unsigned uct_syncmem_iface_num_ahs(uct_iface_h tl_iface)
-{
-    return uct_syncmem_iface_cm_count(tl_iface, 1);
-}
-
-ucs_status_t uct_syncmem_iface_inject_refusal(uct_iface_h tl_iface,
-                                              int persist)
-{
-    uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
-    ucs_status_t status        = UCS_ERR_NO_ELEM;
-    uct_syncmem_cm_passive_t *p;
-
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
-    iface->cm.refuse_writes = persist;
-    ucs_list_for_each(p, &iface->cm.passive, list) {
-        status = uct_syncmem_cm_refuse_writes(p->qp);
-        if (status != UCS_OK) {
-            break;
-        }
-    }
-    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    return status;
 }

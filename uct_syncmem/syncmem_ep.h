@@ -133,13 +133,6 @@ void uct_syncmem_ep_notify_failed(uct_syncmem_ep_t *ep, ucs_status_t status);
 void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
                                  ucs_status_t status);
 
-/* syncmem_watchdog.c: how long a request may go without progress, after
- * stalls of it before (uct_syncmem_ep_fsm_stall_time; calm: 1 or
- * iface->config.stall_calm) */
-ucs_time_t uct_syncmem_ep_stall_time(const uct_syncmem_iface_t *iface,
-                                     unsigned calm, ucs_time_t now,
-                                     unsigned stalls);
-
 /* syncmem_doorbell.c */
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);
 ucs_status_t uct_syncmem_ep_keep_slow(uct_syncmem_iface_t *iface,

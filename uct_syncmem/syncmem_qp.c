@@ -31,6 +31,11 @@ void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
     init->cap.max_inline_data = iface->config.max_inline;
 }
 
+/* What a peer may do on our RC QPs */
+#define UCT_SYNCMEM_QP_ACCESS (IBV_ACCESS_REMOTE_WRITE | \
+                               IBV_ACCESS_REMOTE_READ | \
+                               IBV_ACCESS_REMOTE_ATOMIC)
+
 static ucs_status_t uct_syncmem_qp_init(uct_syncmem_iface_t *iface,
                                         struct ibv_qp *qp)
 {
@@ -40,8 +45,7 @@ static ucs_status_t uct_syncmem_qp_init(uct_syncmem_iface_t *iface,
     attr.qp_state        = IBV_QPS_INIT;
     attr.pkey_index      = iface->port.pkey_index;  /* UCX_SYNCMEM_PKEY */
     attr.port_num        = iface->port.num;
-    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                           IBV_ACCESS_REMOTE_ATOMIC;
+    attr.qp_access_flags = UCT_SYNCMEM_QP_ACCESS;
     ret = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
                         IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
     if (ret) {
@@ -171,6 +175,16 @@ ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,
                                     uint32_t dest_qpn)
 {
     return uct_syncmem_qp_rts(iface, qp, peer, dest_qpn, 0, 0);
+}
+
+ucs_status_t uct_syncmem_qp_refuse_writes(struct ibv_qp *qp)
+{
+    struct ibv_qp_attr attr = {
+        .qp_access_flags = UCT_SYNCMEM_QP_ACCESS & ~IBV_ACCESS_REMOTE_WRITE
+    };
+
+    return ibv_modify_qp(qp, &attr, IBV_QP_ACCESS_FLAGS) ? UCS_ERR_IO_ERROR :
+                                                           UCS_OK;
 }
 
 /*

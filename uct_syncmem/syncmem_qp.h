@@ -18,6 +18,9 @@ ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,
                                     struct ibv_qp *qp,
                                     const uct_syncmem_port_t *peer,
                                     uint32_t dest_qpn);
+/* Testing (uct_syncmem_iface_inject_refusal): qp's peer may no longer
+ * write to it, and gets IBV_WC_REM_INV_REQ_ERR for a write. */
+ucs_status_t uct_syncmem_qp_refuse_writes(struct ibv_qp *qp);
 ucs_status_t uct_syncmem_qp_resume(uct_syncmem_iface_t *iface,
                                    struct ibv_qp *qp,
                                    const uct_syncmem_port_t *peer,

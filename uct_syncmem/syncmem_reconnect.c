@@ -124,9 +124,11 @@ static ucs_status_t uct_syncmem_reconnect_start(uct_syncmem_ep_t *ep,
     ep->reconnect.deadline    = uct_syncmem_ep_fsm_reconnect_deadline(
             ep->reconnect.started, iface->config.reconnect_timeout,
             (ep->wd.stalls == 0) ? 0 :
-            uct_syncmem_ep_stall_time(iface, iface->config.stall_calm,
-                                      ep->reconnect.started,
-                                      ep->wd.stalls - 1));
+            uct_syncmem_ep_fsm_stall_time(
+                    iface->config.stall_timeout, iface->config.stall_calm,
+                    iface->link_trouble,
+                    ucs_time_from_sec(UCT_SYNCMEM_TROUBLE_WINDOW),
+                    ep->reconnect.started, ep->wd.stalls - 1));
 
     if (wc->status == IBV_WC_REM_INV_REQ_ERR) {
         /* both QPs start over: the peer's is in error, and ours may

@@ -27,15 +27,6 @@ static int uct_syncmem_psn_after(uint32_t a, uint32_t b)
     return (int32_t)((a - b) << 8) > 0;
 }
 
-ucs_time_t uct_syncmem_ep_stall_time(const uct_syncmem_iface_t *iface,
-                                     unsigned calm, ucs_time_t now,
-                                     unsigned stalls)
-{
-    return uct_syncmem_ep_fsm_stall_time(
-            iface->config.stall_timeout, calm, iface->link_trouble,
-            ucs_time_from_sec(UCT_SYNCMEM_TROUBLE_WINDOW), now, stalls);
-}
-
 /*
  * UCX_SYNCMEM_RC_STALL_TIMEOUT: a connected endpoint whose oldest request
  * has not completed for that long. A device that has given up on a QP
@@ -57,6 +48,7 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
                                        uct_syncmem_ep_t *ep, ucs_time_t now,
                                        unsigned *stalls_left)
 {
+    ucs_time_t window = ucs_time_from_sec(UCT_SYNCMEM_TROUBLE_WINDOW);
     struct ibv_qp_attr attr;
     struct ibv_qp_init_attr init;
     ucs_time_t allowed;
@@ -72,8 +64,9 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
         return;
     }
 
-    allowed = uct_syncmem_ep_stall_time(iface, iface->config.stall_calm, now,
-                                        ep->wd.stalls);
+    allowed = uct_syncmem_ep_fsm_stall_time(
+            iface->config.stall_timeout, iface->config.stall_calm,
+            iface->link_trouble, window, now, ep->wd.stalls);
     if (now - ep->wd.stall_time < allowed / 2) {
         return;
     }
@@ -105,8 +98,9 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
                           "failing the endpoint (UCX_SYNCMEM_RECONNECT=n)",
              ucs_time_to_sec(allowed),
              ucs_time_to_sec(iface->config.stall_timeout),
-             (allowed > uct_syncmem_ep_stall_time(iface, 1, now,
-                                                  ep->wd.stalls)) ?
+             (allowed > uct_syncmem_ep_fsm_stall_time(
+                     iface->config.stall_timeout, 1, iface->link_trouble,
+                     window, now, ep->wd.stalls)) ?
              ", auto: longer with no link trouble in the last minute" : "");
     if ((ep->wd.stalls == 0) ||
         (ep->wd.stall_sn != (uint16_t)(ep->tx.acked_sn + 1))) {
