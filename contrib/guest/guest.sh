@@ -335,8 +335,12 @@ case $accel in
     # norandmaps: TCG caches translated code by virtual address, so without
     # ASLR every exec reuses it (a dynamic /bin/true: 120 -> 60 ms).
     # mitigations=off: no point in an emulated throwaway VM, and faster.
+    # tsc=reliable: under load the clocksource watchdog can take TCG's TSC
+    # for unstable, and the kernel then rewrites sched_clock_cpu's static
+    # branch while both vCPUs run it; 6.12 under multi-threaded TCG has
+    # died of that (an int3 oops in sched_clock_cpu, doc/testing.md).
     tcg) accelopt=(-accel "tcg,thread=multi" -cpu max)
-         cmdline="mitigations=off norandmaps" ;;
+         cmdline="mitigations=off norandmaps tsc=reliable" ;;
     *) die "SYNCMEM_GUEST_ACCEL must be kvm or tcg" ;;
 esac
 
