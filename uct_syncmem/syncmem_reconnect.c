@@ -91,6 +91,8 @@ static ucs_status_t uct_syncmem_reconnect_start(uct_syncmem_ep_t *ep,
                                                 uct_syncmem_iface_t);
     uint16_t sn                = wc->wr_id;
     const char *why            = NULL;
+    char tries[64];
+    ucs_time_t allowed;
     struct ibv_qp *qp;
     ucs_status_t status;
     khiter_t it;
@@ -150,18 +152,22 @@ static ucs_status_t uct_syncmem_reconnect_start(uct_syncmem_ep_t *ep,
     ep->reconnect.resume = (why == NULL);
     uct_syncmem_qp_query(ep->qp, &ep->reconnect.old_rq_psn);
 
+    allowed = ep->reconnect.deadline - ep->reconnect.started;
+    if (ep->reconnect.deadline == UCS_TIME_INFINITY) {
+        snprintf(tries, sizeof(tries), "until it succeeds");
+    } else {
+        snprintf(tries, sizeof(tries), "for %.1f s%s",
+                 ucs_time_to_sec(allowed),
+                 (allowed > iface->config.reconnect_timeout) ?
+                 ", as long as the stall it follows" : "");
+    }
     ucs_diag("syncmem: ep %p: QP 0x%x to iface 0x%" PRIx64 " failed at"
              " request %u (%s); reconnecting, %u requests to post again,"
-             " %s%s; trying for %.1f s (UCX_SYNCMEM_RECONNECT_TIMEOUT=%.1fs%s)",
-             ep, wc->qp_num, ep->cm.peer_iface_id, sn,
+             " %s%s; trying %s (UCX_SYNCMEM_RECONNECT_TIMEOUT)", ep,
+             wc->qp_num, ep->cm.peer_iface_id, sn,
              ibv_wc_status_str(wc->status), (uint16_t)(ep->tx.sn - sn + 1),
              ep->reconnect.resume ? "asking to resume" : "on a new QP: ",
-             ep->reconnect.resume ? "" : why,
-             ucs_time_to_sec(ep->reconnect.deadline - ep->reconnect.started),
-             ucs_time_to_sec(iface->config.reconnect_timeout),
-             (ep->reconnect.deadline - ep->reconnect.started >
-              iface->config.reconnect_timeout) ?
-             ", or as long as the stall it follows" : "");
+             ep->reconnect.resume ? "" : why, tries);
 
     ep->reconnect.old_qp = ep->qp;
     ep->qp               = qp;
