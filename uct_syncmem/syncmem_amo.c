@@ -22,7 +22,8 @@
  *
  * An emulated operation is a small state machine driven by its own
  * completions: never a wait inside a post call, many in flight per
- * endpoint, and flush waits for them (ep->amo_inflight).
+ * endpoint, and flush waits for them (ep->amo_inflight), as does a fence
+ * (uct_syncmem_ep_fence): a retry is posted after whatever came meanwhile.
  */
 #include "syncmem_ep.h"
 #include "syncmem_tx.inl"
@@ -121,7 +122,7 @@ static void uct_syncmem_amo_finish(uct_syncmem_desc_t *desc,
         }
     }
     if (amo->emulated) {
-        --amo->ep->amo_inflight;
+        uct_syncmem_ep_amo_done(amo->ep);
     }
     if (desc->super.comp != NULL) {
         uct_invoke_completion(desc->super.comp, status);

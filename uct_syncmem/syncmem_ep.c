@@ -53,7 +53,9 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     self->cm.peer_cm_qpn   = iface_addr->cm_qpn;
     self->state            = UCT_SYNCMEM_EP_CONNECTING; /* the first state */
     self->status           = UCS_OK;
-    self->fence            = 0;
+    self->fence_wait       = 0;
+    self->fence_nop        = 0;
+    self->tx.fence_sn      = 0;
     self->amo_inflight     = 0;
     self->tx.sn            = 0;
     self->tx.acked_sn      = 0;
@@ -265,13 +267,41 @@ ucs_status_t uct_syncmem_ep_check(uct_ep_h tl_ep, unsigned flags,
     return status;
 }
 
+/*
+ * uct_ep_fence: nothing posted after it runs at the target before all that
+ * was posted before it has. RC runs writes and sends in order, so a fence
+ * after those alone costs nothing. Reads and atomics (every one of which
+ * keeps an op in tx.outstanding) may be overtaken, and an emulated atomic
+ * is more than one request: its retry is posted from its first step's
+ * completion, after whatever was posted meanwhile. So while any of those
+ * is in flight the fence waits for everything before it to complete (as
+ * UCX's strong fence does): the endpoint has no room to send, callers get
+ * UCS_ERR_NO_RESOURCE and use the pending queue, which runs once it is
+ * over. IBV_SEND_FENCE is not used: Soft-RoCE's requester can miss the
+ * wakeup of a fenced request whose predecessors complete as it checks
+ * them, and then sends nothing until another post (a stall of the
+ * watchdog's length, seen in syncmem_fence_test).
+ */
 ucs_status_t uct_syncmem_ep_fence(uct_ep_h tl_ep, unsigned flags)
 {
-    uct_syncmem_ep_t *ep = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_ep_t *ep       = ucs_derived_of(tl_ep, uct_syncmem_ep_t);
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_ep->iface,
+                                                uct_syncmem_iface_t);
 
-    /* RC places writes in order; the fence flag also holds the next request
-     * until earlier reads and atomics have completed. */
-    ep->fence = 1;
+    UCT_TL_EP_STAT_FENCE(&ep->super);
+    if ((ucs_queue_is_empty(&ep->tx.outstanding) && (ep->amo_inflight == 0)) ||
+        ep->fence_wait) {
+        return UCS_OK; /* writes only, or nothing posted since the last */
+    }
+
+    ep->tx.fence_sn = ep->tx.sn;
+    /* nothing would report the last request: an empty write will */
+    ep->fence_nop   = uct_syncmem_ep_last_unsignaled(iface, ep);
+    uct_syncmem_ep_fence_hold(ep, 1);
+    if (ep->state == UCT_SYNCMEM_EP_CONNECTED) {
+        uct_syncmem_ep_ring(ep); /* what the doorbell keeps goes now */
+    }
+    uct_syncmem_ep_fence_nop(iface, ep);
     return UCS_OK;
 }
 

@@ -33,7 +33,10 @@ struct uct_syncmem_ep {
     ucs_arbiter_group_t  arb_group;     /* pending requests */
     uint8_t              state;         /* uct_syncmem_ep_state_t: only
                                            syncmem_ep_fsm.c decides it */
-    uint8_t              fence;         /* fence the next work request */
+    uint8_t              fence_wait;    /* a fence waits for the requests
+                                           before it: no room to send */
+    uint8_t              fence_nop;     /* ...and for an empty write that
+                                           reports them */
     ucs_status_t         status;        /* why the endpoint failed */
     unsigned             amo_inflight;  /* emulated atomics not done yet */
     ucs_list_link_t      db_list;       /* in iface->db_eps, or empty */
@@ -44,6 +47,7 @@ struct uct_syncmem_ep {
                                            some wait for the doorbell (in
                                            db_list): uct_syncmem_ep_rung_sn */
         uint16_t         acked_sn;      /* of the last completed request */
+        uint16_t         fence_sn;      /* the last before a fence */
         uint16_t         sig_sn;        /* the next request signalled anyway:
                                            TX_MODERATION after the last
                                            signalled one, or the first
@@ -96,7 +100,7 @@ static inline uint16_t uct_syncmem_ep_tx_outstanding(const uct_syncmem_ep_t *ep)
 static inline int uct_syncmem_ep_tx_limit(const uct_syncmem_iface_t *iface,
                                           const uct_syncmem_ep_t *ep)
 {
-    if (ep->state != UCT_SYNCMEM_EP_CONNECTED) {
+    if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) || ep->fence_wait) {
         return 0;
     } else if (ep->replay.ring == NULL) {
         /* no ring needed; or parked: no room until it is given one */
@@ -132,6 +136,9 @@ void uct_syncmem_ep_qp_to_error(uct_syncmem_ep_t *ep);
 void uct_syncmem_ep_notify_failed(uct_syncmem_ep_t *ep, ucs_status_t status);
 void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
                                  ucs_status_t status);
+void uct_syncmem_ep_amo_done(uct_syncmem_ep_t *ep);
+void uct_syncmem_ep_fence_hold(uct_syncmem_ep_t *ep, int hold);
+void uct_syncmem_ep_fence_check(uct_syncmem_ep_t *ep);
 
 /* syncmem_doorbell.c */
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);

@@ -36,6 +36,50 @@ void uct_syncmem_ep_flush_done(uct_syncmem_op_t *op, ucs_status_t status)
     uct_syncmem_op_complete(op, status);
 }
 
+/* While a fence waits (uct_syncmem_ep_fence), the endpoint has no room to
+ * send, as while it is not connected (uct_syncmem_ep_tx_limit). */
+void uct_syncmem_ep_fence_hold(uct_syncmem_ep_t *ep, int hold)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    int old_limit              = uct_syncmem_ep_tx_limit(iface, ep);
+
+    ep->fence_wait    = hold;
+    ep->tx.available += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
+}
+
+/* A fence waits: over once every request before it has completed and no
+ * emulated atomic is in flight; then the pending queue runs. Until then an
+ * empty write it still needs is posted by the next progress
+ * (uct_syncmem_ep_fence_nop), connected. */
+void uct_syncmem_ep_fence_check(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+
+    if (UCS_CIRCULAR_COMPARE16(ep->tx.acked_sn, >=, ep->tx.fence_sn) &&
+        (ep->amo_inflight == 0)) {
+        uct_syncmem_ep_fence_hold(ep, 0);
+        ep->fence_nop = 0;
+        if (!ucs_arbiter_group_is_empty(&ep->arb_group) &&
+            (ep->tx.available > 0)) {
+            ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+        }
+    } else if (ep->fence_nop && (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
+        iface->fence_due = 1;
+        iface->check_due = 1;
+    }
+}
+
+/* An emulated atomic (or a chained read-back) is done: a fence may have
+ * waited for it. */
+void uct_syncmem_ep_amo_done(uct_syncmem_ep_t *ep)
+{
+    if ((--ep->amo_inflight == 0) && ep->fence_wait) {
+        uct_syncmem_ep_fence_check(ep);
+    }
+}
+
 /* Every request up to sn has completed: give back the slots, retire ops. */
 void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
                                  ucs_status_t status)
@@ -62,6 +106,9 @@ void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
                         uct_syncmem_ep_op_status(ep, op, status));
     }
 
+    if (ucs_unlikely(ep->fence_wait)) {
+        uct_syncmem_ep_fence_check(ep);
+    }
     if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
         ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
     } else if ((ep->tx.acked_sn == ep->tx.sn) &&
@@ -183,6 +230,9 @@ void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep)
     ep->replay.mtu_shift = 7 + uct_syncmem_qp_path_mtu(iface, &ep->cm.peer);
     ucs_debug("syncmem: ep %p connected: QP 0x%x to iface 0x%" PRIx64, ep,
               ep->qp->qp_num, ep->cm.peer_iface_id);
+    if (ucs_unlikely(ep->fence_wait)) {
+        uct_syncmem_ep_fence_check(ep); /* its empty write, if due */
+    }
     if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
         ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
     }

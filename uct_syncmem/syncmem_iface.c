@@ -165,7 +165,7 @@ static ucs_status_t uct_syncmem_iface_fence(uct_iface_h tl_iface,
     uct_syncmem_ep_t *ep;
 
     ucs_list_for_each(ep, &iface->eps, list) {
-        ep->fence = 1;
+        uct_syncmem_ep_fence(&ep->super.super, flags);
     }
     UCT_TL_IFACE_STAT_FENCE(&iface->super);
     return UCS_OK;
@@ -622,6 +622,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->cq_available = config->tx_cq_len;
     self->cq_starved   = 0;
     self->grow_due     = 0;
+    self->fence_due    = 0;
 
     status = uct_syncmem_rx_init(self, params, config);
     if (status != UCS_OK) {

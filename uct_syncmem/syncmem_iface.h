@@ -222,6 +222,8 @@ struct uct_syncmem_iface {
                                        * asks for completions */
     uint8_t            grow_due;      /* an endpoint's ring was full and
                                        * may grow: progress grows it */
+    uint8_t            fence_due;     /* a fence's empty write found no
+                                       * room: progress posts it */
     unsigned           rings;         /* endpoints that hold a replay ring */
     volatile uint32_t  port_events;   /* syncmem_port.c: from the async
                                        * thread */

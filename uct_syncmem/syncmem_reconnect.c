@@ -25,7 +25,7 @@
  *         after a put or send: Soft-RoCE completes it with no data on a
  *         resumed QP (uct_syncmem_replay_resume_risk says how).
  *     Otherwise the spare is connected to a new passive QP of the peer.
- *  4. Requests k.. are posted again in order, with their fence flags, from
+ *  4. Requests k.. are posted again in order, with their flags, from
  *     the replay ring (syncmem_replay.c): puts and gets again (idempotent),
  *     active messages again (the receiver drops one it delivered:
  *     syncmem_am.c), atomics on a new QP never: an empty write holds the

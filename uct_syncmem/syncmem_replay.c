@@ -147,8 +147,10 @@ ucs_status_t uct_syncmem_replay_grow(uct_syncmem_ep_t *ep)
                                                 uct_syncmem_iface_t);
     ucs_status_t status;
 
-    if ((ep->replay.stride == 0) || (ep->state != UCT_SYNCMEM_EP_CONNECTED)) {
-        return UCS_ERR_NO_RESOURCE; /* no room grows while not connected */
+    if ((ep->replay.stride == 0) || (ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
+        ep->fence_wait) {
+        /* no room grows while not connected, or while a fence waits */
+        return UCS_ERR_NO_RESOURCE;
     } else if (ep->replay.ring == NULL) {
         return uct_syncmem_replay_resize(ep, ucs_min(iface->config.ring_min,
                                                      uct_syncmem_replay_max(
@@ -500,7 +502,7 @@ uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
             return;
         }
         /* may have run already: never again; an empty write holds its
-         * place (its completion, its fence, its PSN). One lost before is
+         * place (its completion, its PSN). One lost before is
          * that empty write again, on any QP: its op fails, so it never
          * runs. */
         if (!e->lost) {

@@ -222,9 +222,14 @@ uct_syncmem_ep_rdma_zcopy(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
 
     if (comp != NULL) {
         op = uct_syncmem_op_get(iface, comp, uct_syncmem_op_complete);
-        if (ucs_unlikely(op == NULL)) {
-            return UCS_ERR_NO_RESOURCE;
-        }
+    } else if (opcode == IBV_WR_RDMA_READ) {
+        /* no completion asked: an op all the same, so that a fence sees a
+         * read in flight (uct_syncmem_ep_fence) */
+        op = uct_syncmem_op_get(iface, NULL, uct_syncmem_op_release);
+    }
+    if (ucs_unlikely((op == NULL) &&
+                     ((comp != NULL) || (opcode == IBV_WR_RDMA_READ)))) {
+        return UCS_ERR_NO_RESOURCE;
     }
 
     if (mode != UCT_SYNCMEM_TX_PLAIN) {

@@ -274,7 +274,7 @@ uct_syncmem_am_imm(const uct_syncmem_ep_t *ep, uint8_t id)
  * and a flush (UCP's put and flush, MPI's put and MPI_Win_flush) is one
  * request: an unsignalled put would make the flush post an empty write
  * after it, two requests on the wire (1.7 times the latency on
- * Soft-RoCE). Fenced when asked.
+ * Soft-RoCE).
  */
 static UCS_F_ALWAYS_INLINE unsigned
 uct_syncmem_ep_tx_flags(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
@@ -283,10 +283,6 @@ uct_syncmem_ep_tx_flags(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     if (signal || ((uint16_t)sn == ep->tx.sig_sn)) {
         flags         |= IBV_SEND_SIGNALED;
         ep->tx.sig_sn  = sn + iface->config.tx_signal_every;
-    }
-    if (ucs_unlikely(ep->fence)) {
-        flags     |= IBV_SEND_FENCE;
-        ep->fence  = 0;
     }
     return flags;
 }
@@ -465,6 +461,30 @@ uct_syncmem_ep_post_nop(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
     memset(&wr, 0, sizeof(wr));
     wr.opcode = IBV_WR_RDMA_WRITE;
     return uct_syncmem_ep_post(iface, ep, &wr, NULL, 1);
+}
+
+/* The empty write of a fence that waits for an unsignalled request
+ * (uct_syncmem_ep_fence), once there is room for it; until then each
+ * progress tries again (iface->fence_due). */
+static inline void uct_syncmem_ep_fence_nop(uct_syncmem_iface_t *iface,
+                                            uct_syncmem_ep_t *ep)
+{
+    if (!ep->fence_nop || (ep->state != UCT_SYNCMEM_EP_CONNECTED)) {
+        return;
+    }
+
+    uct_syncmem_ep_fence_hold(ep, 0);
+    if (uct_syncmem_ep_tx_room(iface, ep) &&
+        (uct_syncmem_ep_post_nop(iface, ep) == UCS_OK)) {
+        ep->fence_nop = 0;
+    }
+    uct_syncmem_ep_fence_hold(ep, 1);
+    if (ep->fence_nop) {
+        iface->fence_due = 1;
+        iface->check_due = 1;
+    } else {
+        uct_syncmem_ep_ring(ep);
+    }
 }
 
 static UCS_F_ALWAYS_INLINE uct_syncmem_op_t *

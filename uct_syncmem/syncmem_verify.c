@@ -397,7 +397,7 @@ static void uct_syncmem_verify_put_finish(uct_syncmem_verify_put_t *vp,
     uct_completion_t *comp = vp->super.comp;
 
     if (vp->chained) {
-        --ep->amo_inflight;
+        uct_syncmem_ep_amo_done(ep);
     }
     ucs_mpool_put(vp->desc);
     ucs_mpool_put(vp);

@@ -165,6 +165,12 @@ void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface)
     if (ucs_unlikely(iface->cq_starved)) {
         uct_syncmem_iface_cq_rescue(iface);
     }
+    if (ucs_unlikely(iface->fence_due)) {
+        iface->fence_due = 0;
+        ucs_list_for_each(ep, &iface->eps, list) {
+            uct_syncmem_ep_fence_nop(iface, ep); /* sets it again if due */
+        }
+    }
     if (ucs_unlikely(iface->grow_due)) {
         /* rings that an operation found full (all full ones: with many
          * endpoints sending in turn, one pass for each would walk the

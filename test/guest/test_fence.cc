@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// uct_ep_fence and uct_iface_fence: whatever is posted after a fence runs at
+// the target after everything posted before it, emulated atomics included
+// (their retry is posted from a completion, after whatever came meanwhile).
+// Each operation before a fence, each kind of observer after it: a fetch
+// (native and emulated), a get, a put that overwrites the word.
+#include "syncmem_rma_test.h"
+
+#include <cstring>
+
+class syncmem_fence_test : public syncmem_rma_test {
+protected:
+    enum observer { FETCH_ADD, FETCH_XOR, GET, PUT };
+
+    struct before_op {
+        int  op;     // uct_atomic_op_t, or UCT_ATOMIC_OP_CSWAP
+        bool fetch;
+    };
+
+    static const char *observer_name(int o) {
+        static const char *names[] = {"fetch-add", "fetch-xor", "get", "put"};
+        return names[o];
+    }
+
+    static const char *op_name(int op) {
+        static const char *names[] = {"add", "and", "or", "xor", "swap",
+                                      "cswap"};
+        return names[op];
+    }
+
+    template <typename T> static T apply(int op, T old, T value, T compare) {
+        switch (op) {
+        case UCT_ATOMIC_OP_ADD:  return old + value;
+        case UCT_ATOMIC_OP_AND:  return old & value;
+        case UCT_ATOMIC_OP_OR:   return old | value;
+        case UCT_ATOMIC_OP_XOR:  return old ^ value;
+        case UCT_ATOMIC_OP_SWAP: return value;
+        default:                 return (old == compare) ? value : old;
+        }
+    }
+
+    template <typename T>
+    ucs_status_t atomic(int op, T value, T compare, uint64_t addr,
+                        uct_rkey_t rkey, T *result, uct_completion_t *comp) {
+        if (op == UCT_ATOMIC_OP_CSWAP) {
+            return (sizeof(T) == 8) ?
+                uct_ep_atomic_cswap64(m_ep, compare, value, addr, rkey,
+                                      (uint64_t*)result, comp) :
+                uct_ep_atomic_cswap32(m_ep, compare, value, addr, rkey,
+                                      (uint32_t*)result, comp);
+        }
+        if (result != nullptr) {
+            return (sizeof(T) == 8) ?
+                uct_ep_atomic64_fetch(m_ep, (uct_atomic_op_t)op, value,
+                                      (uint64_t*)result, addr, rkey, comp) :
+                uct_ep_atomic32_fetch(m_ep, (uct_atomic_op_t)op, value,
+                                      (uint32_t*)result, addr, rkey, comp);
+        }
+        return (sizeof(T) == 8) ?
+            uct_ep_atomic64_post(m_ep, (uct_atomic_op_t)op, value, addr, rkey) :
+            uct_ep_atomic32_post(m_ep, (uct_atomic_op_t)op, value, addr,
+                                 rkey);
+    }
+
+    static void expect_ok(ucs_status_t status) {
+        ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS))
+                << ucs_status_string(status);
+    }
+
+    // iters words, each R_i: the operation before the fence with L, a fence
+    // (of the endpoint or of the iface), the observer; all in flight
+    // together. Returns the number of words where the observer saw (or
+    // left) anything but what the fence promises.
+    template <typename T>
+    unsigned run(before_op b, observer o, bool iface_fence, unsigned iters) {
+        const T value   = (T)0x3c3c3c3c3c3c3c3cull;
+        const T put_val = (T)0x5a5a5a5a5a5a5a5aull;
+        // 64-bit words; a 32-bit operand in the upper half of every other one
+        buffer *mem     = alloc(8 * iters, 0);
+        uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+        std::vector<T> fetched(iters), seen(iters), initial(iters);
+        std::vector<T> put_src(1, put_val);
+        std::vector<uint64_t> addr(iters);
+        uct_rkey_t rkey = mem->rkey.rkey;
+
+        for (unsigned i = 0; i < iters; ++i) {
+            size_t off = (sizeof(T) == 4) ? 4 * (i & 1) : 0;
+            initial[i] = (T)(0x0f0f0f0f0f0f0f0full * (i + 1) + i);
+            addr[i]    = (uintptr_t)mem->data.data() + 8 * i + off;
+            memcpy((void*)(uintptr_t)addr[i], &initial[i], sizeof(T));
+        }
+
+        for (unsigned i = 0; i < iters; ++i) {
+            // cswap takes: it compares with what is there
+            T *res = b.fetch ? &fetched[i] : nullptr;
+            comp.count += b.fetch;
+            ucs_status_t status = retry([&] {
+                return atomic<T>(b.op, value, initial[i], addr[i], rkey, res,
+                                 b.fetch ? &comp : nullptr);
+            });
+            expect_ok(status);
+            if (status == UCS_OK) {
+                comp.count -= b.fetch; // done at once: no completion
+            }
+
+            EXPECT_EQ(UCS_OK, iface_fence ? uct_iface_fence(m_sender, 0) :
+                                            uct_ep_fence(m_ep, 0));
+
+            ++comp.count;
+            switch (o) {
+            case FETCH_ADD:
+            case FETCH_XOR:
+                status = retry([&] {
+                    return atomic<T>((o == FETCH_ADD) ? UCT_ATOMIC_OP_ADD :
+                                                        UCT_ATOMIC_OP_XOR,
+                                     0, 0, addr[i], rkey, &seen[i], &comp);
+                });
+                break;
+            case GET:
+                status = retry([&] {
+                    return uct_ep_get_bcopy(m_ep,
+                        [](void *dest, const void *src, size_t len) {
+                            memcpy(dest, src, len);
+                        }, &seen[i], sizeof(T), addr[i], rkey, &comp);
+                });
+                break;
+            case PUT:
+                status = retry([&] {
+                    return uct_ep_put_short(m_ep, put_src.data(), sizeof(T),
+                                            addr[i], rkey);
+                });
+                break;
+            }
+            expect_ok(status);
+            if (status != UCS_INPROGRESS) {
+                --comp.count;
+            }
+        }
+        --comp.count;
+        EXPECT_TRUE(wait_for("the operations around the fences",
+                             [&] { return comp.count == 0; }));
+        EXPECT_EQ(UCS_OK, comp.status);
+        flush(m_ep);
+
+        unsigned wrong = 0;
+        for (unsigned i = 0; i < iters; ++i) {
+            T after = apply<T>(b.op, initial[i], value, initial[i]), now;
+            memcpy(&now, (void*)(uintptr_t)addr[i], sizeof(T));
+            bool ok = (o == PUT) ? (now == put_val) :
+                      ((seen[i] == after) && (now == after));
+            if (b.fetch && (fetched[i] != initial[i])) {
+                ok = false;
+            }
+            if (!ok && (wrong++ < 3)) {
+                ADD_FAILURE() << sizeof(T) * 8 << "-bit " << op_name(b.op)
+                              << (b.fetch ? " fetch" : " post") << ", "
+                              << (iface_fence ? "iface" : "ep") << " fence, "
+                              << observer_name(o) << ": word " << i
+                              << " initial 0x" << std::hex
+                              << (uint64_t)initial[i] << " expected 0x"
+                              << (uint64_t)((o == PUT) ? put_val : after)
+                              << ", observer saw 0x" << (uint64_t)seen[i]
+                              << ", word now 0x" << (uint64_t)now
+                              << ", fetched before 0x" << (uint64_t)fetched[i];
+            }
+        }
+        return wrong;
+    }
+
+    // Every operation before a fence, every observer after it.
+    template <typename T> void run_all(bool iface_fence) {
+        const unsigned iters = 1000;
+        const before_op ops[] = {
+            {UCT_ATOMIC_OP_ADD, false}, {UCT_ATOMIC_OP_AND, false},
+            {UCT_ATOMIC_OP_OR, false},  {UCT_ATOMIC_OP_XOR, false},
+            {UCT_ATOMIC_OP_ADD, true},  {UCT_ATOMIC_OP_AND, true},
+            {UCT_ATOMIC_OP_OR, true},   {UCT_ATOMIC_OP_XOR, true},
+            {UCT_ATOMIC_OP_SWAP, true}, {UCT_ATOMIC_OP_CSWAP, true}};
+        unsigned total = 0, wrong;
+
+        for (auto b : ops) {
+            for (int o = FETCH_ADD; o <= PUT; ++o) {
+                wrong  = run<T>(b, (observer)o, iface_fence, iters);
+                total += iters;
+                EXPECT_EQ(0u, wrong)
+                        << sizeof(T) * 8 << "-bit " << op_name(b.op)
+                        << (b.fetch ? " fetch" : " post") << " then "
+                        << observer_name(o) << ": " << wrong << " of "
+                        << iters << " wrong";
+                if (HasFailure()) {
+                    return;
+                }
+            }
+        }
+        printf("[ fence    ] %u-bit: %u operations, each fenced from an"
+               " observer, 0 wrong\n", (unsigned)sizeof(T) * 8, total);
+    }
+};
+
+TEST_F(syncmem_fence_test, ep_fence_orders_every_op_64)
+{
+    run_all<uint64_t>(false);
+}
+
+TEST_F(syncmem_fence_test, ep_fence_orders_every_op_32)
+{
+    run_all<uint32_t>(false);
+}
+
+TEST_F(syncmem_fence_test, iface_fence_orders_emulated_ops)
+{
+    EXPECT_EQ(0u, (run<uint64_t>({UCT_ATOMIC_OP_XOR, false}, FETCH_XOR, true,
+                                 1000)));
+    EXPECT_EQ(0u, (run<uint32_t>({UCT_ATOMIC_OP_ADD, true}, PUT, true, 1000)));
+}
+
+// With requests kept for the doorbell, and with no replay ring at all: the
+// fence holds in every way an iface keeps its requests.
+class syncmem_fence_batch_test : public syncmem_fence_test {
+protected:
+    config_mods_t sender_mods() const override {
+        return {{"TX_DB_BATCH", "16"}};
+    }
+};
+
+TEST_F(syncmem_fence_batch_test, ep_fence_orders_every_op_64)
+{
+    run_all<uint64_t>(false);
+}
+
+class syncmem_fence_plain_test : public syncmem_fence_test {
+protected:
+    config_mods_t sender_mods() const override {
+        return {{"RECONNECT", "n"}};
+    }
+};
+
+TEST_F(syncmem_fence_plain_test, ep_fence_orders_every_op_32)
+{
+    run_all<uint32_t>(false);
+}
+
+// A fence after writes alone costs nothing (RC runs them in order): the
+// next operation is accepted at once.
+TEST_F(syncmem_fence_test, fence_after_writes_does_not_wait)
+{
+    buffer *mem = alloc(8, 0);
+    uint64_t v  = 1;
+    flush(m_ep); // connected, nothing outstanding
+    ASSERT_EQ(UCS_OK, retry([&] {
+        return uct_ep_put_short(m_ep, &v, sizeof(v),
+                                (uintptr_t)mem->data.data(), mem->rkey.rkey);
+    }));
+    ASSERT_EQ(UCS_OK, uct_ep_fence(m_ep, 0));
+    v = 2;
+    EXPECT_EQ(UCS_OK, uct_ep_put_short(m_ep, &v, sizeof(v),
+                                       (uintptr_t)mem->data.data(),
+                                       mem->rkey.rkey));
+    flush(m_ep);
+    uint64_t word;
+    memcpy(&word, mem->data.data(), 8);
+    EXPECT_EQ(2u, word);
+}
+
+// A fence after an atomic (emulated, or native and unsignalled): the
+// endpoint has no room until the atomic is done (pending_add queues), then
+// the pending request runs.
+class syncmem_fence_hold_test : public syncmem_fence_test,
+                                public ::testing::WithParamInterface<int> {
+};
+
+TEST_P(syncmem_fence_hold_test, holds_then_releases)
+{
+    buffer *mem = alloc(8, 0);
+    uint64_t word;
+    memset(mem->data.data(), 0x11, 8);
+    flush(m_ep);
+    ASSERT_EQ(UCS_OK, retry([&] {
+        return uct_ep_atomic64_post(m_ep, (uct_atomic_op_t)GetParam(), 0xff,
+                                    (uintptr_t)mem->data.data(),
+                                    mem->rkey.rkey);
+    }));
+    ASSERT_EQ(UCS_OK, uct_ep_fence(m_ep, 0));
+    uint64_t v = 42;
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE,
+              uct_ep_put_short(m_ep, &v, sizeof(v),
+                               (uintptr_t)mem->data.data(), mem->rkey.rkey));
+
+    struct req_t {
+        uct_pending_req_t super;
+        uct_ep_h ep;
+        buffer *mem;
+        uint64_t v;
+        bool done;
+    } req;
+    req.super.func = [](uct_pending_req_t *self) -> ucs_status_t {
+        req_t *r = ucs_container_of(self, req_t, super);
+        ucs_status_t s = uct_ep_put_short(r->ep, &r->v, sizeof(r->v),
+                                          (uintptr_t)r->mem->data.data(),
+                                          r->mem->rkey.rkey);
+        r->done = (s == UCS_OK);
+        return s;
+    };
+    req.ep   = m_ep;
+    req.mem  = mem;
+    req.v    = v;
+    req.done = false;
+    ASSERT_EQ(UCS_OK, uct_ep_pending_add(m_ep, &req.super, 0));
+    ASSERT_TRUE(wait_for("the pending put after the fence",
+                         [&] { return req.done; }));
+    flush(m_ep);
+    memcpy(&word, mem->data.data(), 8);
+    EXPECT_EQ(42u, word); // the atomic ran before the put, not after it
+}
+
+INSTANTIATE_TEST_SUITE_P(, syncmem_fence_hold_test,
+                         ::testing::Values((int)UCT_ATOMIC_OP_XOR,
+                                           (int)UCT_ATOMIC_OP_ADD),
+                         [](const ::testing::TestParamInfo<int> &info) {
+                             return std::string((info.param ==
+                                                 UCT_ATOMIC_OP_ADD) ?
+                                                "native_add" : "emulated_xor");
+                         });
