@@ -451,15 +451,21 @@ static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
 {
     uct_syncmem_cm_msg_t msg;
     uct_syncmem_port_t peer;
+    ucs_status_t status;
 
-    if (uct_syncmem_cm_msg_parse(iface, buf, byte_len, src_qp, &msg,
-                                 &peer) != UCS_OK) {
+    status = uct_syncmem_cm_msg_parse(iface, buf, byte_len, src_qp, &msg,
+                                      &peer);
+    if (status == UCS_ERR_INVALID_ADDR) {
         ++iface->cm.dropped;
+        return;
+    } else if (status != UCS_OK) {
+        ++iface->cm.malformed;
         return;
     }
     if (!uct_syncmem_cm_act(iface, &msg, &peer) &&
         !uct_syncmem_cm_defer(iface, &msg, &peer)) {
         ++iface->cm.refused;
+        ++iface->cm.refused_total;
     }
 }
 
@@ -635,23 +641,26 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
 
     ucs_list_head_init(&iface->cm.passive);
     kh_init_inplace(uct_syncmem_ahs, &iface->cm.ahs);
-    iface->cm.send_head    = 0;
-    iface->cm.sends_posted = 0;
-    iface->cm.connecting   = 0;
-    iface->cm.next_conn_id = 0;
+    iface->cm.send_head     = 0;
+    iface->cm.sends_posted  = 0;
+    iface->cm.connecting    = 0;
+    iface->cm.next_conn_id  = 0;
     iface->cm.probes_posted = 0;
-    iface->cm.keepalive_id = -1;
-    iface->cm.channel      = NULL;
-    iface->cm.tombs        = NULL;
-    iface->cm.num_tombs    = 0;
-    iface->cm.half_open    = 0;
-    iface->cm.deferred     = NULL;
-    iface->cm.num_deferred = 0;
-    iface->cm.max_deferred = 0;
-    iface->cm.dropped      = 0;
-    iface->cm.refused      = 0;
-    iface->cm.drop_report_time = 0;
-    iface->cm.refuse_writes    = 0;
+    iface->cm.keepalive_id  = -1;
+    iface->cm.channel       = NULL;
+    iface->cm.tombs         = NULL;
+    iface->cm.num_tombs     = 0;
+    iface->cm.half_open     = 0;
+    iface->cm.deferred      = NULL;
+    iface->cm.num_deferred  = 0;
+    iface->cm.max_deferred  = 0;
+    iface->cm.dropped       = 0;
+    iface->cm.malformed     = 0;
+    iface->cm.refused       = 0;
+    iface->cm.refused_total = 0;
+    iface->cm.confirmed     = 0;
+    iface->cm.refuse_writes = 0;
+    memset(&iface->cm.flood, 0, sizeof(iface->cm.flood));
 
     iface->cm.channel = ibv_create_comp_channel(md->ctx);
     if ((iface->cm.channel == NULL) ||

@@ -34,6 +34,15 @@ KHASH_INIT(uct_syncmem_ahs, uct_syncmem_ah_key_t, struct ibv_ah*, 1,
            uct_syncmem_ah_key_hash, uct_syncmem_ah_key_equal)
 
 /* Handshake state of an iface; see syncmem_cm.c. */
+/* What the handshake's drop reports saw (uct_syncmem_cm_flood_report). */
+typedef struct uct_syncmem_cm_flood {
+    ucs_time_t       report_time;    /* of the last report; 0: none */
+    ucs_time_t       refusing_since; /* refusals in each report since, and
+                                        no connection confirmed; 0: none */
+    unsigned         confirmed;      /* cm.confirmed at the last report */
+    uint8_t          warned;         /* this episode's warning is said */
+} uct_syncmem_cm_flood_t;
+
 typedef struct uct_syncmem_cm {
     struct ibv_comp_channel *channel; /* wakes the async handler */
     struct ibv_cq    *cq;
@@ -57,9 +66,13 @@ typedef struct uct_syncmem_cm {
                                         allocated only while some wait */
     unsigned         num_deferred;
     unsigned         max_deferred;   /* room in deferred */
-    unsigned         dropped;        /* messages dropped, not yet reported */
+    unsigned         dropped;        /* messages for another iface (stale
+                                        peers' too), not yet reported */
+    unsigned         malformed;      /* messages no peer sends, ditto */
     unsigned         refused;        /* REQs refused, not yet reported */
-    ucs_time_t       drop_report_time;
+    unsigned         refused_total;  /* ...and ever (a test hook reads it) */
+    unsigned         confirmed;      /* half-open connections confirmed */
+    uct_syncmem_cm_flood_t flood;    /* what the reports saw */
     int              fault_id;       /* FAULT_QP_ERROR timer; -1: none */
     uint8_t          refuse_writes;  /* tests: passive QPs made from now
                                         on refuse RDMA writes too */
@@ -211,6 +224,10 @@ int uct_syncmem_cm_defer(uct_syncmem_iface_t *iface,
                          const uct_syncmem_port_t *peer);
 
 /* Says what the handshake dropped, at most once a second (async context). */
+int uct_syncmem_cm_flood_report(uct_syncmem_cm_flood_t *flood,
+                                unsigned malformed, unsigned refused,
+                                unsigned confirmed, ucs_time_t now,
+                                ucs_time_t retry_span);
 void uct_syncmem_cm_drops_report(uct_syncmem_iface_t *iface);
 
 /* Table updates, called once the verbs part has done its share. */

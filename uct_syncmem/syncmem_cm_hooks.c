@@ -34,6 +34,13 @@ unsigned uct_syncmem_iface_num_ahs(uct_iface_h tl_iface)
     return uct_syncmem_iface_cm_count(tl_iface, 1);
 }
 
+unsigned uct_syncmem_iface_refused(uct_iface_h tl_iface)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
+
+    return iface->cm.refused_total; /* one word, written by the async thread */
+}
+
 ucs_status_t uct_syncmem_iface_inject_refusal(uct_iface_h tl_iface,
                                               int persist)
 {

@@ -55,8 +55,11 @@ ucs_status_t uct_syncmem_cm_msg_parse(const uct_syncmem_iface_t *iface,
     }
 
     if ((msg->type < UCT_SYNCMEM_CM_REQ) || (msg->type > UCT_SYNCMEM_CM_RTU) ||
-        (msg->dst_iface_id != iface->id) || (msg->src_cm_qpn != src_qp)) {
-        return UCS_ERR_INVALID_ADDR;
+        (msg->src_cm_qpn != src_qp)) {
+        return UCS_ERR_INVALID_PARAM; /* no peer sends that */
+    }
+    if (msg->dst_iface_id != iface->id) {
+        return UCS_ERR_INVALID_ADDR;  /* for an iface gone from this QP */
     }
 
     /* QP numbers 0 and 1 are the management QPs, never an RC QP */
@@ -329,6 +332,7 @@ uct_syncmem_cm_passive_t *uct_syncmem_cm_probe_done(uct_syncmem_iface_t *iface,
         if (!p->confirmed) {
             p->confirmed = 1;
             --iface->cm.half_open;
+            ++iface->cm.confirmed;
         }
         return NULL;
     }
@@ -398,33 +402,80 @@ int uct_syncmem_cm_defer(uct_syncmem_iface_t *iface,
 }
 
 /*
- * What the handshake dropped: a stranger can send any number of messages,
- * so this is said at most once a second, as counts. Refused connection
- * requests are a warning (a real peer may be among them); messages that
- * were not for us or malformed are a diagnostic.
+ * Whether what the handshake refused and dropped since the last report
+ * looks like a flood: 1 to say it in a warning (once an episode), 0 as a
+ * diagnostic, -1 nothing to say yet (once a second at most). A burst of
+ * endpoints from live processes is refused for room only until the
+ * half-open connections before it are confirmed, a round trip, and its
+ * requesters retry: that is no flood. A flood is a message no peer sends
+ * (malformed, or sent from another QP than it names), or refusals that go
+ * on, with no connection confirmed, for longer than a requester retries
+ * (retry_span: CM_TIMEOUT x (CM_RETRIES + 1)). An episode ends after a
+ * retry span with nothing to report.
  */
+int uct_syncmem_cm_flood_report(uct_syncmem_cm_flood_t *flood,
+                                unsigned malformed, unsigned refused,
+                                unsigned confirmed, ucs_time_t now,
+                                ucs_time_t retry_span)
+{
+    ucs_time_t second = ucs_time_from_sec(1.0);
+    int quiet;
+
+    if ((flood->report_time != 0) && (now < flood->report_time + second)) {
+        return -1;
+    }
+
+    quiet = (flood->report_time == 0) ||
+            (now - flood->report_time > ucs_max(retry_span, 2 * second));
+    if (quiet) {
+        flood->warned = 0;
+    }
+    if ((refused == 0) || quiet || (confirmed != flood->confirmed)) {
+        flood->refusing_since = (refused == 0) ? 0 : now;
+    } else if (flood->refusing_since == 0) {
+        flood->refusing_since = now;
+    }
+    flood->report_time = now;
+    flood->confirmed   = confirmed;
+
+    if (flood->warned ||
+        ((malformed == 0) && ((flood->refusing_since == 0) ||
+                              (now - flood->refusing_since <= retry_span)))) {
+        return 0;
+    }
+    flood->warned = 1;
+    return 1;
+}
+
+/* What the handshake refused and dropped, as counts: a stranger can send
+ * any number of messages. */
 void uct_syncmem_cm_drops_report(uct_syncmem_iface_t *iface)
 {
-    ucs_time_t now = ucs_get_time();
+    uct_syncmem_cm_t *cm  = &iface->cm;
+    ucs_time_t retry_span = iface->config.cm_timeout *
+                            (iface->config.cm_retries + 1);
+    int flood;
 
-    if (((iface->cm.dropped == 0) && (iface->cm.refused == 0)) ||
-        (now < iface->cm.drop_report_time + ucs_time_from_sec(1.0))) {
+    if ((cm->dropped == 0) && (cm->malformed == 0) && (cm->refused == 0)) {
+        return;
+    }
+    flood = uct_syncmem_cm_flood_report(&cm->flood, cm->malformed,
+                                        cm->refused, cm->confirmed,
+                                        ucs_get_time(), retry_span);
+    if (flood < 0) {
         return;
     }
 
-    if (iface->cm.refused != 0) {
-        ucs_warn("syncmem: iface 0x%" PRIx64 " refused %u connection"
-                 " request(s) (%u half-open connections, at most %u, half"
-                 " of them per sender: UCX_SYNCMEM_CM_MAX_HALF_OPEN) and"
-                 " dropped %u malformed or foreign handshake message(s)",
-                 iface->id, iface->cm.refused, iface->cm.half_open,
-                 iface->config.cm_max_half_open, iface->cm.dropped);
-    } else {
-        ucs_diag("syncmem: iface 0x%" PRIx64 " dropped %u malformed or"
-                 " foreign handshake message(s)", iface->id,
-                 iface->cm.dropped);
-    }
-    iface->cm.dropped          = 0;
-    iface->cm.refused          = 0;
-    iface->cm.drop_report_time = now;
+    ucs_log((flood > 0) ? UCS_LOG_LEVEL_WARN : UCS_LOG_LEVEL_DIAG,
+            "syncmem: iface 0x%" PRIx64 "%s refused %u connection request(s)"
+            " for room (%u half-open connections, at most %u, half of them"
+            " per sender: UCX_SYNCMEM_CM_MAX_HALF_OPEN), dropped %u malformed"
+            " and %u stale or foreign handshake message(s)", iface->id,
+            (flood > 0) ? " looks flooded (malformed messages, or refusals"
+                          " longer than a requester retries): it" : "",
+            cm->refused, cm->half_open, iface->config.cm_max_half_open,
+            cm->malformed, cm->dropped);
+    cm->dropped   = 0;
+    cm->malformed = 0;
+    cm->refused   = 0;
 }

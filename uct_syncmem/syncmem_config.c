@@ -127,7 +127,9 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "sender's at most half of them: about 100 bytes each, no QP), more are\n"
      "dropped (the initiator retries), and the half-open ones are\n"
      "checked at once, so that those with no peer behind them are released.\n"
-     "Bounds what a flood of requests can take.",
+     "Bounds what a flood of requests can take. Refusals are counted at diag\n"
+     "level; a warning says when they go on, with no connection confirmed,\n"
+     "for longer than a requester retries (CM_TIMEOUT x (CM_RETRIES + 1)).",
      ucs_offsetof(uct_syncmem_iface_config_t, cm_max_half_open),
      UCS_CONFIG_TYPE_UINT},
 

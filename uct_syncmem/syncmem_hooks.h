@@ -20,6 +20,8 @@ void uct_syncmem_ep_tx_sns(uct_ep_h ep, uint16_t *sn_p, uint16_t *acked_sn_p);
  * address handles its handshake made (one a peer port) */
 unsigned uct_syncmem_iface_num_passive(uct_iface_h iface);
 unsigned uct_syncmem_iface_num_ahs(uct_iface_h iface);
+/* syncmem_cm_hooks.c: connection requests iface refused for room, ever */
+unsigned uct_syncmem_iface_refused(uct_iface_h iface);
 /* syncmem_cm_hooks.c: iface's passive QPs refuse RDMA writes from now on (the
  * writer gets IBV_WC_REM_INV_REQ_ERR), as a device that lost track of a
  * connection refuses a valid request; a reconnect's new QP takes them,

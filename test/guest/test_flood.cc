@@ -20,6 +20,7 @@ extern "C" {
 #include <sys/wait.h>
 
 extern "C" unsigned uct_syncmem_iface_num_passive(uct_iface_h iface);
+extern "C" unsigned uct_syncmem_iface_refused(uct_iface_h iface);
 extern char **environ;
 
 namespace {
@@ -166,4 +167,78 @@ TEST_F(syncmem_flood_test, iface_serves_real_peers_under_a_flood)
         std::cout << "  first warning: " << g_refusals[0] << std::endl;
         std::cout << "  warnings: " << g_refusals.size() << std::endl;
     }
+}
+
+namespace {
+
+std::atomic<unsigned> g_warnings{0};
+std::mutex            g_first_lock;
+std::string           g_first_warning;
+
+ucs_log_func_rc_t warn_counter(const char *file, unsigned line,
+                               const char *function, ucs_log_level_t level,
+                               const ucs_log_component_config_t *comp,
+                               const char *message, va_list ap)
+{
+    char buf[512];
+    va_list copy;
+
+    if (level <= UCS_LOG_LEVEL_WARN) {
+        va_copy(copy, ap);
+        vsnprintf(buf, sizeof(buf), message, copy);
+        va_end(copy);
+        if (g_warnings++ == 0) {
+            std::lock_guard<std::mutex> guard(g_first_lock);
+            g_first_warning = buf;
+        }
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+} // namespace
+
+// A live process opening more endpoints to one iface at once than it may
+// hold half-open there, and more than the target keeps for room: the
+// requests beyond are refused and sent again, every endpoint connects, and
+// nothing is said above diag (UCX's own tests count warnings as failures,
+// and one of them connects until resources run out).
+TEST_F(syncmem_rma_test, connect_burst_is_not_warned_about)
+{
+    const unsigned num_eps = 120; // 2 half-open, 16 kept, the rest refused
+    uct_iface_h from, to;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &from,
+                                 {{"CM_TIMEOUT", "50ms"}}));
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &to,
+                                 {{"CM_MAX_HALF_OPEN", "4"}}));
+    buffer *dst     = alloc(num_eps * 8, 0);
+    uint64_t *words = reinterpret_cast<uint64_t*>(dst->data.data());
+    std::vector<uct_ep_h> eps;
+
+    g_warnings = 0;
+    ucs_log_push_handler(warn_counter);
+    for (unsigned i = 0; i < num_eps; ++i) {
+        eps.push_back(connect(from, to));
+        ASSERT_NE(nullptr, eps.back());
+    }
+    for (uint64_t i = 0; i < num_eps; ++i) {
+        ASSERT_EQ(UCS_OK, retry([&] {
+            return uct_ep_put_short(eps[i], &i, sizeof(i),
+                                    (uintptr_t)&words[i], dst->rkey.rkey);
+        }, "the connection")) << "ep " << i;
+    }
+    for (unsigned i = 0; i < num_eps; ++i) {
+        flush(eps[i]);
+        EXPECT_EQ(i, words[i]) << "ep " << i;
+    }
+    // the async thread reports at most once a second: give it one more
+    ucs_time_t until = ucs_get_time() + ucs_time_from_sec(1.5);
+    while (ucs_get_time() < until) {
+        progress();
+    }
+    ucs_log_pop_handler();
+    EXPECT_TRUE(m_errors.empty());
+    std::lock_guard<std::mutex> guard(g_first_lock);
+    EXPECT_EQ(0u, g_warnings.load()) << "first: " << g_first_warning;
+    EXPECT_GT(uct_syncmem_iface_refused(to), 0u)
+            << "nothing was refused: the burst tested nothing";
 }

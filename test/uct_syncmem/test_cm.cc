@@ -420,3 +420,99 @@ TEST_F(cm, where_the_replaced_qp_stopped)
     }
     ucs_list_del(&ep.list);
 }
+
+// Only a message for another iface (a stale peer's, on a QP number reused)
+// counts as foreign; the rest is malformed, which no peer sends.
+TEST_F(cm, foreign_and_malformed_told_apart)
+{
+    uct_syncmem_cm_msg_t m;
+    uct_syncmem_port_t peer;
+    std::vector<uint8_t> buf = msg(UCT_SYNCMEM_CM_REQ, 0x40, 1);
+    auto parse = [&](uint32_t src_qp) {
+        return uct_syncmem_cm_msg_parse(m_iface, buf.data(),
+                                        UCT_SYNCMEM_CM_GRH_LEN + buf.size(),
+                                        src_qp, &m, &peer);
+    };
+
+    EXPECT_EQ(UCS_OK, parse(0x40));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse(0x41)); // not from the QP it names
+    buf[offsetof(uct_syncmem_cm_msg_t, dst_iface_id)] ^= 1;
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, parse(0x40));  // for another iface
+    buf    = msg(UCT_SYNCMEM_CM_REQ, 0x40, 1);
+    buf[0] = 9;
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM, parse(0x40)); // no such type
+}
+
+// When the handshake's drop report warns (1), says it as a diagnostic (0)
+// or says nothing yet (-1).
+class cm_flood : public testing::Test {
+protected:
+    int report(double t, unsigned malformed, unsigned refused,
+               unsigned confirmed) {
+        return uct_syncmem_cm_flood_report(&m_flood, malformed, refused,
+                                           confirmed, at(t), m_span);
+    }
+
+    // a report each 1.01 s (of 'seconds' t): one a second at most, and
+    // not one lost to rounding
+    static ucs_time_t at(double t) {
+        return ucs_time_from_sec(100.0 + 1.01 * t);
+    }
+
+    uct_syncmem_cm_flood_t m_flood = {};
+    ucs_time_t             m_span  = ucs_time_from_sec(6.3); // 300ms x 21
+};
+
+TEST_F(cm_flood, a_burst_that_gets_in_is_a_diagnostic)
+{
+    // refused every second for 20 s, while connections are confirmed
+    for (int t = 0; t < 20; ++t) {
+        EXPECT_EQ(0, report(t, 0, 800, 10 * t)) << "at " << t << " s";
+    }
+}
+
+TEST_F(cm_flood, at_most_one_report_a_second)
+{
+    EXPECT_EQ(0, report(0, 0, 1, 0));
+    EXPECT_EQ(-1, report(0.5, 0, 1, 0));
+    EXPECT_EQ(0, report(1, 0, 1, 0));
+}
+
+TEST_F(cm_flood, refusals_past_the_retries_with_none_confirmed_warn_once)
+{
+    int warned_at = -1;
+    for (int t = 0; t < 20; ++t) {
+        int r = report(t, 0, 50, 3);
+        EXPECT_NE(-1, r);
+        if (r == 1) {
+            EXPECT_EQ(-1, warned_at) << "warned twice in one episode";
+            warned_at = t;
+        }
+    }
+    EXPECT_EQ(7, warned_at); // the first report past 6.3 s of refusals
+}
+
+TEST_F(cm_flood, a_confirmation_or_a_pause_restarts_the_count)
+{
+    for (int t = 0; t < 6; ++t) {
+        EXPECT_EQ(0, report(t, 0, 50, 0));
+    }
+    for (int t = 6; t < 12; ++t) {
+        EXPECT_EQ(0, report(t, 0, 50, 1)); // one got in at 6 s
+    }
+    // a report with no refusal: the next ones start again
+    EXPECT_EQ(0, report(12, 0, 0, 1));
+    for (int t = 13; t < 19; ++t) {
+        EXPECT_EQ(0, report(t, 0, 50, 1));
+    }
+    EXPECT_EQ(1, report(20, 0, 50, 1)); // 7 s from 13 s
+}
+
+TEST_F(cm_flood, malformed_messages_warn_once_an_episode)
+{
+    EXPECT_EQ(1, report(0, 5, 0, 0));
+    EXPECT_EQ(0, report(1, 5, 0, 0));
+    EXPECT_EQ(0, report(5, 5, 0, 0));
+    // quiet for longer than a requester retries: a new episode
+    EXPECT_EQ(1, report(12, 1, 0, 0));
+}
