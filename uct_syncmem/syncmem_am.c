@@ -404,7 +404,7 @@ uct_syncmem_ep_am_short_parked(uct_ep_h tl_ep, uint8_t id, uint64_t hdr,
                                const void *payload, unsigned length,
                                int mode)
 {
-    return UCT_SYNCMEM_EP_UNPARKED(tl_ep,
+    return UCT_SYNCMEM_EP_UNPARKED(tl_ep, mode,
             uct_syncmem_ep_am_short_inl(tl_ep, id, hdr, payload, length,
                                         mode));
 }

@@ -7,10 +7,13 @@
  */
 #include "syncmem_ep.h"
 
-/* Doorbell: post what uct_syncmem_ep_keep kept. */
+/* Doorbell: post what uct_syncmem_ep_keep kept; an endpoint that connects
+ * keeps it until CONNECT (its QP cannot send yet). */
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
 {
-    if (uct_syncmem_replay_ring(ep) != UCS_OK) {
+    if (ep->state == UCT_SYNCMEM_EP_CONNECTING) {
+        return;
+    } else if (uct_syncmem_replay_ring(ep) != UCS_OK) {
         uct_syncmem_ep_fail(ep, UCS_ERR_IO_ERROR);
     }
 }

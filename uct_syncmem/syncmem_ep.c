@@ -4,9 +4,12 @@
  * queue (its requests' completions: syncmem_ep_tx.c).
  *
  * An endpoint is one RC QP connected to a passive QP of the peer iface
- * (syncmem_cm.c). Until the handshake completes, operations answer
- * UCS_ERR_NO_RESOURCE and wait in the pending queue, which runs, in order,
- * once the endpoint is connected.
+ * (syncmem_cm.c). It takes operations from the moment it exists: until the
+ * handshake completes they are kept in its replay ring (up to TX_QUEUE_LEN;
+ * then UCS_ERR_NO_RESOURCE and the pending queue) and posted, in order, at
+ * CONNECT; a handshake that fails completes them with its error. With
+ * neither RECONNECT nor TX_DB_BATCH there is no ring: operations answer
+ * UCS_ERR_NO_RESOURCE until connected.
  */
 #include "syncmem_ep.h"
 #include "syncmem_qp.h"
@@ -95,6 +98,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
         goto err_hash;
     }
     ++iface->cm.connecting; /* as the state machine counts CONNECTING */
+    uct_syncmem_iface_keep_any_update(iface);
 
     ucs_debug("syncmem: ep %p QP 0x%x connecting to iface 0x%" PRIx64, self,
               self->qp->qp_num, self->cm.peer_iface_id);

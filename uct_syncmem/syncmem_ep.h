@@ -110,6 +110,16 @@ static inline int uct_syncmem_ep_tx_limit(const uct_syncmem_iface_t *iface,
                    (int)(ep->replay.mask + 1u) - UCT_SYNCMEM_REPLAY_SPARE);
 }
 
+/* Whether the operations without variants (UCT_SYNCMEM_TX_ANY) keep their
+ * requests for the doorbell: with batching, and while some endpoint
+ * connects, whose requests wait in its ring until CONNECT (a connected
+ * endpoint's are rung at once then, as TX_DB_BATCH=1 rings each). */
+static inline void uct_syncmem_iface_keep_any_update(uct_syncmem_iface_t *iface)
+{
+    iface->keep_any = (iface->config.db_batch > 1) ||
+                      (iface->config.reconnect && (iface->cm.connecting > 0));
+}
+
 /* The only place the state changes. The iface watches the handshake's
  * timers only while endpoints connect; the room to send is there only
  * while connected (uct_syncmem_ep_tx_limit). */
@@ -124,6 +134,7 @@ static inline void uct_syncmem_ep_set_state(uct_syncmem_ep_t *ep,
                             uct_syncmem_ep_state_connecting(ep->state);
     ep->state             = state;
     ep->tx.available     += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
+    uct_syncmem_iface_keep_any_update(iface);
 }
 
 /* syncmem_ep_tx.c */

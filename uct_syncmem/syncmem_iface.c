@@ -623,6 +623,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->cq_starved   = 0;
     self->grow_due     = 0;
     self->fence_due    = 0;
+    self->keeping      = NULL;
 
     status = uct_syncmem_rx_init(self, params, config);
     if (status != UCS_OK) {
@@ -685,6 +686,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     if (status != UCS_OK) {
         goto err_verify;
     }
+    uct_syncmem_iface_keep_any_update(self); /* none connects yet */
 
     ucs_debug("syncmem: iface %p on %s id 0x%" PRIx64 " CM QP 0x%x inline %u"
               " sge %u/%u", self, params->mode.device.dev_name, self->id,

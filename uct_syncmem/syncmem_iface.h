@@ -141,6 +141,10 @@ struct uct_syncmem_iface {
     uint8_t            armed;     /* event_arm: the user may sleep now */
     uint8_t            db_quiet;  /* nothing posted since the last progress:
                                    * the next request goes at once */
+    uint8_t            keep_any;  /* the operations without variants keep
+                                   * their requests for the doorbell:
+                                   * TX_DB_BATCH > 1, or some endpoint
+                                   * connects (uct_syncmem_ep_set_state) */
     ucs_list_link_t    eps;
     ucs_list_link_t    db_eps;    /* endpoints with requests to ring */
     khash_t(uct_syncmem_qp_eps) qp_eps;
@@ -174,6 +178,8 @@ struct uct_syncmem_iface {
         struct ibv_sge     sge[2];
     } inl_put, inl_am;
     uct_syncmem_ep_t   *dispatching; /* endpoint whose pending queue runs */
+    uct_syncmem_ep_t   *keeping;     /* connecting endpoint whose operation
+                                        is kept (uct_syncmem_ep_unpark) */
     uct_syncmem_cm_t   cm;
     struct {
         ucs_mpool_t    mp;        /* uct_syncmem_verify_put_t; VERIFY=crc */

@@ -334,6 +334,10 @@ static ucs_status_t uct_syncmem_ep_act(uct_syncmem_ep_t *ep,
                                         ep->cm.peer_rc_qpn);
         if (status == UCS_OK) {
             uct_syncmem_cm_send_rtu(ep);
+            /* what was kept while connecting, in order */
+            status = uct_syncmem_replay_ring(ep);
+        }
+        if (status == UCS_OK) {
             uct_syncmem_ep_connected(ep);
         }
         return status;

@@ -165,6 +165,37 @@ ucs_status_t uct_syncmem_replay_grow(uct_syncmem_ep_t *ep)
     return (ep->tx.available > 0) ? UCS_OK : uct_syncmem_replay_grow(ep);
 }
 
+/* Room in ep's ring for one more request kept while it connects
+ * (uct_syncmem_ep_unpark): as many as the send queue takes, and the ring
+ * grows for them as it does once connected. */
+ucs_status_t uct_syncmem_replay_keep_room(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    unsigned need              = uct_syncmem_ep_tx_outstanding(ep) + 1u +
+                                 UCT_SYNCMEM_REPLAY_SPARE;
+    unsigned entries;
+    ucs_status_t status;
+
+    if (need > iface->config.tx_queue_len + UCT_SYNCMEM_REPLAY_SPARE) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    while ((ep->replay.ring == NULL) || (need > ep->replay.mask + 1u)) {
+        entries = (ep->replay.ring == NULL) ?
+                  ucs_min(iface->config.ring_min, uct_syncmem_replay_max(iface)) :
+                  2 * (ep->replay.mask + 1u);
+        if ((ep->replay.ring != NULL) &&
+            (entries > uct_syncmem_replay_max(iface))) {
+            return UCS_ERR_NO_RESOURCE;
+        }
+        status = uct_syncmem_replay_resize(ep, entries);
+        if (status != UCS_OK) {
+            return status;
+        }
+    }
+    return UCS_OK;
+}
+
 /* An endpoint with nothing outstanding gives its whole ring back: an idle
  * endpoint keeps no request, so it costs no ring. Its room to send is 0
  * then, and its next operation takes the smallest ring on its way

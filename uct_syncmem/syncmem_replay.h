@@ -93,6 +93,7 @@ enum {
     UCT_SYNCMEM_POST_RESUMED  /* a reconnect's, on the resumed QP */
 };
 void uct_syncmem_replay_ep_init(uct_syncmem_ep_t *ep);
+ucs_status_t uct_syncmem_replay_keep_room(uct_syncmem_ep_t *ep);
 ucs_status_t uct_syncmem_replay_grow(uct_syncmem_ep_t *ep);
 void uct_syncmem_replay_park(uct_syncmem_ep_t *ep);
 void uct_syncmem_replay_ep_cleanup(uct_syncmem_ep_t *ep);

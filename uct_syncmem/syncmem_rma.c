@@ -365,7 +365,7 @@ uct_syncmem_ep_put_short_parked(uct_ep_h tl_ep, const void *buffer,
                                 unsigned length, uint64_t remote_addr,
                                 uct_rkey_t rkey, int mode)
 {
-    return UCT_SYNCMEM_EP_UNPARKED(tl_ep,
+    return UCT_SYNCMEM_EP_UNPARKED(tl_ep, mode,
             uct_syncmem_ep_put_short_inl(tl_ep, buffer, length, remote_addr,
                                          rkey, mode));
 }
@@ -375,7 +375,7 @@ uct_syncmem_ep_put_bcopy_parked(uct_ep_h tl_ep, uct_pack_callback_t pack_cb,
                                 void *arg, uint64_t remote_addr,
                                 uct_rkey_t rkey, int mode)
 {
-    return UCT_SYNCMEM_EP_UNPARKED(tl_ep,
+    return UCT_SYNCMEM_EP_UNPARKED(tl_ep, mode,
             uct_syncmem_ep_put_bcopy_inl(tl_ep, pack_cb, arg, remote_addr,
                                          rkey, mode));
 }
@@ -387,7 +387,7 @@ uct_syncmem_ep_rdma_zcopy_parked(uct_ep_h tl_ep, enum ibv_wr_opcode opcode,
                                  uct_rkey_t rkey, uct_completion_t *comp,
                                  int mode)
 {
-    return UCT_SYNCMEM_EP_UNPARKED(tl_ep,
+    return UCT_SYNCMEM_EP_UNPARKED(tl_ep, mode,
             uct_syncmem_ep_rdma_zcopy(tl_ep, opcode, iov, iovcnt, max_iov,
                                       remote_addr, rkey, comp, mode));
 }
@@ -399,7 +399,7 @@ uct_syncmem_ep_get_bcopy_parked(uct_ep_h tl_ep,
                                 uct_rkey_t rkey, uct_completion_t *comp,
                                 int mode)
 {
-    return UCT_SYNCMEM_EP_UNPARKED(tl_ep,
+    return UCT_SYNCMEM_EP_UNPARKED(tl_ep, mode,
             uct_syncmem_ep_get_bcopy_inl(tl_ep, unpack_cb, arg, length,
                                          remote_addr, rkey, comp, mode));
 }

@@ -77,6 +77,13 @@ uct_syncmem_ep_check_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
          * the next progress asks (uct_syncmem_iface_cq_rescue) */
         iface->cq_starved = 1;
         iface->check_due  = 1;
+    } else if ((ep->state == UCT_SYNCMEM_EP_CONNECTING) &&
+               (ep->replay.stride != 0) && !ep->fence_wait &&
+               (ucs_arbiter_group_is_empty(&ep->arb_group) ||
+                (iface->dispatching == ep))) {
+        /* connecting: kept in the ring until CONNECT; the operation calls
+         * out to say how (uct_syncmem_ep_unpark), and then goes */
+        return (iface->keeping == ep) ? UCS_OK : UCT_SYNCMEM_ERR_PARKED;
     } else if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
                (ep->tx.available > 0)) {
         /* not connected, or behind its pending requests */
@@ -97,19 +104,54 @@ uct_syncmem_ep_check_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
     return UCS_ERR_NO_RESOURCE;
 }
 
-/* An operation found ep parked: its ring now (a malloc). UCS_OK: the
- * operation may go again. */
-static inline ucs_status_t uct_syncmem_ep_unpark(uct_syncmem_ep_t *ep)
+/*
+ * An operation found ep parked (uct_syncmem_ep_check_room): its ring now (a
+ * malloc). Or ep connects: the request is kept in its ring (room made there,
+ * up to TX_QUEUE_LEN) and posted, in order, at CONNECT; nothing rings it
+ * before (uct_syncmem_ep_ring). UCS_OK: the operation may go again, kept
+ * for the doorbell: *mode_p is then UCT_SYNCMEM_TX_BATCH, and
+ * iface->keeping lets it past uct_syncmem_ep_check_room
+ * (uct_syncmem_ep_unparked ends that).
+ */
+static inline ucs_status_t uct_syncmem_ep_unpark(uct_syncmem_ep_t *ep,
+                                                 int *mode_p)
 {
-    return (uct_syncmem_replay_grow(ep) == UCS_OK) ? UCS_OK :
-           UCS_ERR_NO_RESOURCE;
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+
+    if (ep->state != UCT_SYNCMEM_EP_CONNECTING) {
+        return (uct_syncmem_replay_grow(ep) == UCS_OK) ? UCS_OK :
+               UCS_ERR_NO_RESOURCE;
+    } else if (uct_syncmem_replay_keep_room(ep) != UCS_OK) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    iface->keeping  = ep;
+    iface->db_quiet = 0; /* kept: not posted at once */
+    *mode_p         = UCT_SYNCMEM_TX_BATCH;
+    return UCS_OK;
 }
 
-/* The body of an operation's out-of-line function for a parked endpoint:
- * a ring, then _call (the operation again). */
-#define UCT_SYNCMEM_EP_UNPARKED(_tl_ep, _call) \
-    ((uct_syncmem_ep_unpark(ucs_derived_of(_tl_ep, uct_syncmem_ep_t)) == \
-      UCS_OK) ? (_call) : UCS_ERR_NO_RESOURCE)
+static inline void uct_syncmem_ep_unparked(uct_syncmem_ep_t *ep)
+{
+    ucs_derived_of(ep->super.super.iface, uct_syncmem_iface_t)->keeping =
+            NULL;
+}
+
+/* The body of an operation's out-of-line function for a parked or
+ * connecting endpoint: a ring (or room kept in it), then _call (the
+ * operation again, in the variable mode, which uct_syncmem_ep_unpark may
+ * change). */
+#define UCT_SYNCMEM_EP_UNPARKED(_tl_ep, _mode, _call) \
+    ({ \
+        uct_syncmem_ep_t *_ep = ucs_derived_of(_tl_ep, uct_syncmem_ep_t); \
+        typeof(_call) _ret   = UCS_ERR_NO_RESOURCE; \
+        \
+        if (uct_syncmem_ep_unpark(_ep, &(_mode)) == UCS_OK) { \
+            _ret = (_call); \
+            uct_syncmem_ep_unparked(_ep); \
+        } \
+        _ret; \
+    })
 
 /* uct_syncmem_ep_check_room for the operations that may call on their
  * way: a parked endpoint takes its ring here. */
@@ -117,9 +159,14 @@ static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_ep_check_tx(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 {
     ucs_status_t status = uct_syncmem_ep_check_room(iface, ep);
+    int mode;
 
     if (ucs_unlikely(status == UCT_SYNCMEM_ERR_PARKED)) {
-        return uct_syncmem_ep_unpark(ep);
+        /* these operations post in mode UCT_SYNCMEM_TX_ANY, which keeps
+         * while ep connects (iface->keep_any): no mode to change, nothing
+         * to end */
+        status = uct_syncmem_ep_unpark(ep, &mode);
+        uct_syncmem_ep_unparked(ep);
     }
     return status;
 }
@@ -356,8 +403,7 @@ uct_syncmem_ep_post_wr(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
         op->sn = sn;
     }
     if ((mode == UCT_SYNCMEM_TX_BATCH) ||
-        ((mode == UCT_SYNCMEM_TX_ANY) &&
-         ucs_unlikely(iface->config.db_batch > 1))) {
+        ((mode == UCT_SYNCMEM_TX_ANY) && ucs_unlikely(iface->keep_any))) {
         if (!iface->db_quiet) {
             /* the batched variants inline the doorbell's test, the rarer
              * operations call it (inlined, it made them save registers) */
