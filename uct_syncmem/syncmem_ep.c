@@ -181,11 +181,17 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
                                           uct_syncmem_ep_lost_status(ep);
     }
 
-    /* The last request is unsignalled: nothing would ever report it. A
-     * full ring that may grow grows for the empty write (the ring is full
-     * whenever the last operation took its last room). */
+    /* The last request is unsignalled: nothing would ever report it. Kept
+     * while connecting, it is signalled when posted; else a full ring that
+     * may grow grows for the empty write (the ring is full whenever the
+     * last operation took its last room). */
     if (uct_syncmem_ep_last_unsignaled(iface, ep) &&
-        (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
+        (ep->state == UCT_SYNCMEM_EP_CONNECTING)) {
+        uct_syncmem_replay_entry(&ep->replay, ep->tx.sn)->send_flags |=
+                IBV_SEND_SIGNALED;
+        ep->tx.sig_sn = ep->tx.sn + iface->config.tx_signal_every;
+    } else if (uct_syncmem_ep_last_unsignaled(iface, ep) &&
+               (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
         if (!uct_syncmem_ep_tx_room(iface, ep)) {
             return uct_syncmem_ep_check_tx(iface, ep); /* says why not */
         }

@@ -13,6 +13,8 @@
 ucs_status_t uct_syncmem_ep_inject_qp_error(uct_ep_h ep);
 /* How often ep has reconnected. */
 unsigned uct_syncmem_ep_reconnects(uct_ep_h ep);
+/* Whether ep's first handshake has not completed yet. */
+int uct_syncmem_ep_connecting(uct_ep_h ep);
 /* The sequence numbers of ep's last request posted and last completed. */
 void uct_syncmem_ep_tx_sns(uct_ep_h ep, uint16_t *sn_p, uint16_t *acked_sn_p);
 

@@ -124,8 +124,7 @@ static ucs_status_t uct_syncmem_iface_flush(uct_iface_h tl_iface,
      * count of it, so it is called once, after the last. */
     ucs_list_for_each(ep, &iface->eps, list) {
         if (!(flags & UCT_FLUSH_FLAG_CANCEL) &&
-            ((ep->state == UCT_SYNCMEM_EP_CONNECTING) ||
-             (ep->state == UCT_SYNCMEM_EP_FAILED) ||
+            ((ep->state == UCT_SYNCMEM_EP_FAILED) ||
              (uct_syncmem_ep_tx_outstanding(ep) == 0))) {
             continue;
         }

@@ -631,6 +631,12 @@ unsigned uct_syncmem_ep_reconnects(uct_ep_h tl_ep)
     return ucs_derived_of(tl_ep, uct_syncmem_ep_t)->cm.gen;
 }
 
+int uct_syncmem_ep_connecting(uct_ep_h tl_ep)
+{
+    return ucs_derived_of(tl_ep, uct_syncmem_ep_t)->state ==
+           UCT_SYNCMEM_EP_CONNECTING;
+}
+
 void uct_syncmem_ep_tx_sns(uct_ep_h tl_ep, uint16_t *sn_p, uint16_t *acked_sn_p)
 {
     uct_syncmem_ep_t *ep = ucs_derived_of(tl_ep, uct_syncmem_ep_t);

@@ -43,9 +43,11 @@ protected:
         syncmem_test::TearDown();
     }
 
-    uct_ep_h connect(uct_iface_h from, uct_iface_h to) {
+    // An endpoint, connected unless !wait (syncmem_test::connect).
+    uct_ep_h connect(uct_iface_h from, uct_iface_h to, bool wait = true) {
         uct_ep_h ep;
-        return (syncmem_test::connect(from, to, &ep) == UCS_OK) ? ep : nullptr;
+        return (syncmem_test::connect(from, to, &ep, wait) == UCS_OK) ? ep :
+                                                                        nullptr;
     }
 
     buffer *alloc(size_t size, uint8_t fill,

@@ -10,6 +10,8 @@
 extern "C" {
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
+
+int uct_syncmem_ep_connecting(uct_ep_h ep); /* syncmem_hooks.h */
 }
 
 #include <chrono>
@@ -238,11 +240,21 @@ protected:
         return status;
     }
 
-    // An endpoint from one iface to another.
-    ucs_status_t connect(uct_iface_h from, uct_iface_h to, uct_ep_h *ep_p) {
+    // An endpoint from one iface to another, connected unless !wait: one
+    // that connects takes operations already (kept until CONNECT), but a
+    // test of a connected endpoint (its ring, its QP's faults) needs the
+    // handshake done.
+    ucs_status_t connect(uct_iface_h from, uct_iface_h to, uct_ep_h *ep_p,
+                         bool wait = true) {
         std::vector<uint8_t> dev, ifa;
         get_addresses(to, &dev, &ifa);
-        return connect_to_addr(from, dev, ifa, ep_p);
+        ucs_status_t status = connect_to_addr(from, dev, ifa, ep_p);
+        if ((status != UCS_OK) || !wait) {
+            return status;
+        }
+        return wait_for("the handshake of a new endpoint", [&] {
+                   return !uct_syncmem_ep_connecting(*ep_p);
+               }) ? UCS_OK : UCS_ERR_TIMED_OUT;
     }
 
     // Progresses worker (default: the fixture's) until done() holds; after

@@ -50,8 +50,9 @@ protected:
 
     // A new endpoint, not connected yet: nothing has progressed since.
     uct_ep_h fresh_ep(uct_iface_h from) {
-        uct_ep_h ep = connect(from, m_receiver);
+        uct_ep_h ep = connect(from, m_receiver, false);
         EXPECT_NE(nullptr, ep);
+        EXPECT_TRUE(uct_syncmem_ep_connecting(ep));
         return ep;
     }
 

@@ -217,7 +217,7 @@ TEST_F(syncmem_rma_test, connect_burst_is_not_warned_about)
     g_warnings = 0;
     ucs_log_push_handler(warn_counter);
     for (unsigned i = 0; i < num_eps; ++i) {
-        eps.push_back(connect(from, to));
+        eps.push_back(connect(from, to, false)); // all at once
         ASSERT_NE(nullptr, eps.back());
     }
     for (uint64_t i = 0; i < num_eps; ++i) {
