@@ -238,7 +238,9 @@ ucs_status_t uct_syncmem_md_query(uct_md_h tl_md, uct_syncmem_md_attr_t *attr)
     if (uct_syncmem_cuda_can_reg(md)) {
         cap->reg_mem_types |= UCS_BIT(UCS_MEMORY_TYPE_CUDA);
     }
-    cap->max_alloc        = 0;  /* ib: ULONG_MAX, but we allocate nothing */
+    /* as ib's (UCX's tests size their buffers by it; without
+     * UCT_MD_FLAG_ALLOC nobody asks us to allocate) */
+    cap->max_alloc        = ULONG_MAX;
     /* ib: ULONG_MAX ("TODO query device"); we did query it */
     cap->max_reg          = md->dev_attr.max_mr_size;
     attr->rkey_packed_size = sizeof(uct_syncmem_packed_rkey_t);
