@@ -8,6 +8,20 @@
 
 #include <cstring>
 
+// What a word holds after atomic op (uct_atomic_op_t, or CSWAP) with value
+// (and compare, for CSWAP) on old.
+template <typename T> T amo_reference(int op, T old, T value, T compare)
+{
+    switch (op) {
+    case UCT_ATOMIC_OP_ADD:  return old + value;
+    case UCT_ATOMIC_OP_AND:  return old & value;
+    case UCT_ATOMIC_OP_OR:   return old | value;
+    case UCT_ATOMIC_OP_XOR:  return old ^ value;
+    case UCT_ATOMIC_OP_SWAP: return value;
+    default:                 return (old == compare) ? value : old;
+    }
+}
+
 class syncmem_rma_test : public syncmem_test {
 protected:
     struct buffer {

@@ -13,18 +13,6 @@ const char *op_name(int op)
     return names[op];
 }
 
-template <typename T> T reference(int op, T old, T value, T compare)
-{
-    switch (op) {
-    case UCT_ATOMIC_OP_ADD:  return old + value;
-    case UCT_ATOMIC_OP_AND:  return old & value;
-    case UCT_ATOMIC_OP_OR:   return old | value;
-    case UCT_ATOMIC_OP_XOR:  return old ^ value;
-    case UCT_ATOMIC_OP_SWAP: return value;
-    default:                 return (old == compare) ? value : old;
-    }
-}
-
 } // namespace
 
 class syncmem_amo_test : public syncmem_rma_test {
@@ -104,7 +92,7 @@ protected:
                                 << op_name(op) << sizeof(T) * 8;
                         T now;
                         memcpy(&now, word + off, sizeof(T));
-                        EXPECT_EQ(reference<T>(op, v[0], v[1], v[2]), now)
+                        EXPECT_EQ(amo_reference<T>(op, v[0], v[1], v[2]), now)
                                 << op_name(op) << sizeof(T) * 8
                                 << (fetch ? " fetch" : " post") << " init "
                                 << (uint64_t)v[0] << " operand "

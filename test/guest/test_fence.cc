@@ -28,17 +28,6 @@ protected:
         return names[op];
     }
 
-    template <typename T> static T apply(int op, T old, T value, T compare) {
-        switch (op) {
-        case UCT_ATOMIC_OP_ADD:  return old + value;
-        case UCT_ATOMIC_OP_AND:  return old & value;
-        case UCT_ATOMIC_OP_OR:   return old | value;
-        case UCT_ATOMIC_OP_XOR:  return old ^ value;
-        case UCT_ATOMIC_OP_SWAP: return value;
-        default:                 return (old == compare) ? value : old;
-        }
-    }
-
     template <typename T>
     ucs_status_t atomic(int op, T value, T compare, uint64_t addr,
                         uct_rkey_t rkey, T *result, uct_completion_t *comp) {
@@ -138,7 +127,7 @@ protected:
 
         unsigned wrong = 0;
         for (unsigned i = 0; i < iters; ++i) {
-            T after = apply<T>(b.op, initial[i], value, initial[i]), now;
+            T after = amo_reference<T>(b.op, initial[i], value, initial[i]), now;
             memcpy(&now, (void*)(uintptr_t)addr[i], sizeof(T));
             bool ok = (o == PUT) ? (now == put_val) :
                       ((seen[i] == after) && (now == after));
