@@ -23,7 +23,8 @@
  * An emulated operation is a small state machine driven by its own
  * completions: never a wait inside a post call, many in flight per
  * endpoint, and flush waits for them (ep->amo_inflight), as does a fence
- * (uct_syncmem_ep_fence): a retry is posted after whatever came meanwhile.
+ * (uct_syncmem_ep_fence): a retry is posted after whatever came meanwhile,
+ * but before what a fence keeps (UCT_SYNCMEM_EP_POST_STEP).
  */
 #include "syncmem_ep.h"
 #include "syncmem_tx.inl"
@@ -161,7 +162,9 @@ static void uct_syncmem_amo_cas_done(uct_syncmem_op_t *op, ucs_status_t status)
         return;
     }
 
-    status = uct_syncmem_amo_post_cas(iface, desc, seen, next);
+    status = UCT_SYNCMEM_EP_POST_STEP(amo->ep,
+                                      uct_syncmem_amo_post_cas(iface, desc,
+                                                               seen, next));
     if (status != UCS_OK) {
         uct_syncmem_amo_finish(desc, status, 0);
     }

@@ -7,11 +7,13 @@
  */
 #include "syncmem_ep.h"
 
-/* Doorbell: post what uct_syncmem_ep_keep kept; an endpoint that connects
- * keeps it until CONNECT (its QP cannot send yet). */
+/* Doorbell: post what uct_syncmem_ep_keep kept, up to a fence that waits;
+ * an endpoint that connects keeps it until CONNECT (its QP cannot send
+ * yet), one that reconnects until its requests are posted again (by
+ * uct_syncmem_reconnect_finish, with the rest). */
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
 {
-    if (ep->state == UCT_SYNCMEM_EP_CONNECTING) {
+    if (ep->state != UCT_SYNCMEM_EP_CONNECTED) {
         return;
     } else if (uct_syncmem_replay_ring(ep) != UCS_OK) {
         uct_syncmem_ep_fail(ep, UCS_ERR_IO_ERROR);

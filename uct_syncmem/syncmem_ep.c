@@ -58,6 +58,8 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     self->status           = UCS_OK;
     self->fence_wait       = 0;
     self->fence_nop        = 0;
+    self->fence_again      = 0;
+    self->fence_amo        = 0;
     self->tx.fence_sn      = 0;
     self->amo_inflight     = 0;
     self->tx.sn            = 0;
@@ -136,6 +138,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_ep_t)
     ucs_arbiter_group_cleanup(&self->arb_group);
 
     /* What is still outstanding will never be reported by the CQ. */
+    uct_syncmem_ep_fence_hold(self, 0);
     iface->cq_available += uct_syncmem_ep_tx_outstanding(self);
     ucs_queue_for_each_extract(op, &self->tx.outstanding, queue, 1) {
         op->handler(op, UCS_ERR_CANCELED);
@@ -182,16 +185,18 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
     }
 
     /* The last request is unsignalled: nothing would ever report it. Kept
-     * while connecting, it is signalled when posted; else a full ring that
-     * may grow grows for the empty write (the ring is full whenever the
-     * last operation took its last room). */
+     * while connecting or behind a fence, it is signalled when posted;
+     * else a full ring that may grow grows for the empty write (the ring
+     * is full whenever the last operation took its last room). */
     if (uct_syncmem_ep_last_unsignaled(iface, ep) &&
-        (ep->state == UCT_SYNCMEM_EP_CONNECTING)) {
+        ((ep->state == UCT_SYNCMEM_EP_CONNECTING) ||
+         (ep->fence_wait && (ep->tx.sn != ep->tx.fence_sn)))) {
         uct_syncmem_replay_entry(&ep->replay, ep->tx.sn)->send_flags |=
                 IBV_SEND_SIGNALED;
         ep->tx.sig_sn = ep->tx.sn + iface->config.tx_signal_every;
     } else if (uct_syncmem_ep_last_unsignaled(iface, ep) &&
-               (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
+               (ep->state == UCT_SYNCMEM_EP_CONNECTED) && !ep->fence_wait) {
+        /* (a fence that waits posts its own empty write: fence_nop) */
         if (!uct_syncmem_ep_tx_room(iface, ep)) {
             return uct_syncmem_ep_check_tx(iface, ep); /* says why not */
         }
@@ -282,12 +287,12 @@ ucs_status_t uct_syncmem_ep_check(uct_ep_h tl_ep, unsigned flags,
  * was posted before it has. RC runs writes and sends in order, so a fence
  * after those alone costs nothing. Reads and atomics (every one of which
  * keeps an op in tx.outstanding) may be overtaken, and an emulated atomic
- * is more than one request: its retry is posted from its first step's
+ * is more than one request: its next step is posted from its last one's
  * completion, after whatever was posted meanwhile. So while any of those
  * is in flight the fence waits for everything before it to complete (as
- * UCX's strong fence does): the endpoint has no room to send, callers get
- * UCS_ERR_NO_RESOURCE and use the pending queue, which runs once it is
- * over. IBV_SEND_FENCE is not used: Soft-RoCE's requester can miss the
+ * UCX's strong fence does), and what is posted after it is taken all the
+ * same, kept in the ring and rung once it is over (uct_syncmem_ep_fence_
+ * start). IBV_SEND_FENCE is not used: Soft-RoCE's requester can miss the
  * wakeup of a fenced request whose predecessors complete as it checks
  * them, and then sends nothing until another post (a stall of the
  * watchdog's length, seen in syncmem_fence_test).
@@ -299,19 +304,11 @@ ucs_status_t uct_syncmem_ep_fence(uct_ep_h tl_ep, unsigned flags)
                                                 uct_syncmem_iface_t);
 
     UCT_TL_EP_STAT_FENCE(&ep->super);
-    if ((ucs_queue_is_empty(&ep->tx.outstanding) && (ep->amo_inflight == 0)) ||
-        ep->fence_wait) {
-        return UCS_OK; /* writes only, or nothing posted since the last */
+    uct_syncmem_ep_fence_start(ep);
+    if (ep->fence_wait) {
+        uct_syncmem_ep_ring(ep); /* what the doorbell keeps before it */
+        uct_syncmem_ep_fence_nop(iface, ep);
     }
-
-    ep->tx.fence_sn = ep->tx.sn;
-    /* nothing would report the last request: an empty write will */
-    ep->fence_nop   = uct_syncmem_ep_last_unsignaled(iface, ep);
-    uct_syncmem_ep_fence_hold(ep, 1);
-    if (ep->state == UCT_SYNCMEM_EP_CONNECTED) {
-        uct_syncmem_ep_ring(ep); /* what the doorbell keeps goes now */
-    }
-    uct_syncmem_ep_fence_nop(iface, ep);
     return UCS_OK;
 }
 

@@ -34,9 +34,15 @@ struct uct_syncmem_ep {
     uint8_t              state;         /* uct_syncmem_ep_state_t: only
                                            syncmem_ep_fsm.c decides it */
     uint8_t              fence_wait;    /* a fence waits for the requests
-                                           before it: no room to send */
+                                           up to tx.fence_sn: those after
+                                           it are kept, not rung */
     uint8_t              fence_nop;     /* ...and for an empty write that
                                            reports them */
+    uint8_t              fence_again;   /* another fence after kept
+                                           requests: no room until the
+                                           first is over */
+    unsigned             fence_amo;     /* emulated atomics from before the
+                                           fence not done yet */
     ucs_status_t         status;        /* why the endpoint failed */
     unsigned             amo_inflight;  /* emulated atomics not done yet */
     ucs_list_link_t      db_list;       /* in iface->db_eps, or empty */
@@ -91,6 +97,18 @@ static inline uint16_t uct_syncmem_ep_tx_outstanding(const uct_syncmem_ep_t *ep)
     return ep->tx.sn - ep->tx.acked_sn;
 }
 
+/* Is the last request outstanding, and was it posted unsignalled? Then
+ * nothing would report it (a flush or the watchdog posts a signalled one
+ * after it). */
+static UCS_F_ALWAYS_INLINE int
+uct_syncmem_ep_last_unsignaled(const uct_syncmem_iface_t *iface,
+                               const uct_syncmem_ep_t *ep)
+{
+    return (ep->tx.sn != ep->tx.acked_sn) &&
+           ((uint16_t)(ep->tx.sig_sn - iface->config.tx_signal_every) !=
+            ep->tx.sn);
+}
+
 /* Requests ep may have outstanding now: tx.available is this less those
  * outstanding. None unless connected, so that the room to send says it
  * alone and the fast path never reads the state; whatever changes the
@@ -112,12 +130,14 @@ static inline int uct_syncmem_ep_tx_limit(const uct_syncmem_iface_t *iface,
 
 /* Whether the operations without variants (UCT_SYNCMEM_TX_ANY) keep their
  * requests for the doorbell: with batching, and while some endpoint
- * connects, whose requests wait in its ring until CONNECT (a connected
- * endpoint's are rung at once then, as TX_DB_BATCH=1 rings each). */
+ * connects or waits for a fence, whose requests wait in its ring until
+ * CONNECT or the fence is over (another endpoint's are rung at once then,
+ * as TX_DB_BATCH=1 rings each). */
 static inline void uct_syncmem_iface_keep_any_update(uct_syncmem_iface_t *iface)
 {
     iface->keep_any = (iface->config.db_batch > 1) ||
-                      (iface->config.reconnect && (iface->cm.connecting > 0));
+                      (iface->config.reconnect &&
+                       ((iface->cm.connecting + iface->fence_waits) > 0));
 }
 
 /* The only place the state changes. The iface watches the handshake's
@@ -150,6 +170,7 @@ void uct_syncmem_ep_tx_completed(uct_syncmem_ep_t *ep, uint16_t sn,
 void uct_syncmem_ep_amo_done(uct_syncmem_ep_t *ep);
 void uct_syncmem_ep_fence_hold(uct_syncmem_ep_t *ep, int hold);
 void uct_syncmem_ep_fence_check(uct_syncmem_ep_t *ep);
+void uct_syncmem_ep_fence_start(uct_syncmem_ep_t *ep);
 
 /* syncmem_doorbell.c */
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);

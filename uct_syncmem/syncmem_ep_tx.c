@@ -37,45 +37,109 @@ void uct_syncmem_ep_flush_done(uct_syncmem_op_t *op, ucs_status_t status)
 }
 
 /* While a fence waits (uct_syncmem_ep_fence), the endpoint has no room to
- * send, as while it is not connected (uct_syncmem_ep_tx_limit). */
+ * send, as while it is not connected (uct_syncmem_ep_tx_limit): what comes
+ * meanwhile is kept in its ring (uct_syncmem_ep_check_room). */
 void uct_syncmem_ep_fence_hold(uct_syncmem_ep_t *ep, int hold)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
     int old_limit              = uct_syncmem_ep_tx_limit(iface, ep);
 
-    ep->fence_wait    = hold;
-    ep->tx.available += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
+    iface->fence_waits += hold - ep->fence_wait;
+    ep->fence_wait      = hold;
+    ep->tx.available   += uct_syncmem_ep_tx_limit(iface, ep) - old_limit;
+    if (!hold) {
+        ep->fence_again = 0;
+    }
+    uct_syncmem_iface_keep_any_update(iface);
 }
 
-/* A fence waits: over once every request before it has completed and no
- * emulated atomic is in flight; then the pending queue runs. Until then an
- * empty write it still needs is posted by the next progress
- * (uct_syncmem_ep_fence_nop), connected. */
-void uct_syncmem_ep_fence_check(uct_syncmem_ep_t *ep)
+/*
+ * A fence (uct_syncmem_ep_fence) on ep: it waits if a read or an atomic is
+ * in flight. While it waits, requests posted after it are kept in the ring
+ * (not rung: uct_syncmem_replay_ring stops at tx.fence_sn) and go once it
+ * is over (the progress that ends it rings them); the steps of emulated
+ * atomics from before it go before them (uct_syncmem_replay_gap_open). A
+ * second fence after kept requests leaves the endpoint no room until the
+ * first is over, and then takes its place. Without a ring (RECONNECT=n, no
+ * TX_DB_BATCH) nothing can be kept: operations get UCS_ERR_NO_RESOURCE
+ * while it waits. If the last request before the fence is unsignalled, an
+ * empty write must report it (fence_nop): the caller posts it, or the next
+ * progress does (iface->fence_due).
+ */
+void uct_syncmem_ep_fence_start(uct_syncmem_ep_t *ep)
 {
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
 
+    if (ep->fence_wait) {
+        /* requests kept since the fence it waits for: the next one */
+        ep->fence_again |= (ep->tx.sn != ep->tx.fence_sn);
+        return;
+    } else if (ucs_queue_is_empty(&ep->tx.outstanding) &&
+               (ep->amo_inflight == 0)) {
+        return; /* writes only, or nothing posted since the last */
+    }
+
+    ep->tx.fence_sn = ep->tx.sn;
+    ep->fence_amo   = ep->amo_inflight;
+    ep->fence_nop   = uct_syncmem_ep_last_unsignaled(iface, ep);
+    uct_syncmem_ep_fence_hold(ep, 1);
+}
+
+/* The requests kept behind a fence go as soon as it is over, before
+ * anything posted next could overtake them (a completion callback, the
+ * pending queue). A chain the device refuses moves the QP to error: its
+ * completions then fail or reconnect the endpoint. */
+static void uct_syncmem_ep_fence_ring(uct_syncmem_ep_t *ep)
+{
+    struct ibv_qp_attr attr = { .qp_state = IBV_QPS_ERR };
+
+    if ((ep->state == UCT_SYNCMEM_EP_CONNECTED) &&
+        (uct_syncmem_replay_ring(ep) != UCS_OK) &&
+        ibv_modify_qp(ep->qp, &attr, IBV_QP_STATE)) {
+        ucs_error("syncmem: ep %p: cannot move QP 0x%x to the error state:"
+                  " %m", ep, ep->qp->qp_num);
+    }
+}
+
+/* A fence waits: over once every request before it has completed and no
+ * emulated atomic from before it is in flight. Then a fence that came
+ * after it takes its place, what was kept before that goes, and the
+ * pending queue runs. Until then an empty write it still needs is posted by
+ * the next progress (uct_syncmem_ep_fence_nop), connected. */
+void uct_syncmem_ep_fence_check(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    int again;
+
     if (UCS_CIRCULAR_COMPARE16(ep->tx.acked_sn, >=, ep->tx.fence_sn) &&
-        (ep->amo_inflight == 0)) {
+        (ep->fence_amo == 0)) {
+        again = ep->fence_again;
         uct_syncmem_ep_fence_hold(ep, 0);
         ep->fence_nop = 0;
-        if (!ucs_arbiter_group_is_empty(&ep->arb_group) &&
-            (ep->tx.available > 0)) {
+        if (again) {
+            uct_syncmem_ep_fence_start(ep);
+        }
+        uct_syncmem_ep_fence_ring(ep);
+        if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
             ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
         }
-    } else if (ep->fence_nop && (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
+    }
+    if (ep->fence_nop && (ep->state == UCT_SYNCMEM_EP_CONNECTED)) {
         iface->fence_due = 1;
         iface->check_due = 1;
     }
 }
 
 /* An emulated atomic (or a chained read-back) is done: a fence may have
- * waited for it. */
+ * waited for it. One that completes while a fence waits is from before
+ * it: those after it are kept, not posted. */
 void uct_syncmem_ep_amo_done(uct_syncmem_ep_t *ep)
 {
-    if ((--ep->amo_inflight == 0) && ep->fence_wait) {
+    --ep->amo_inflight;
+    if (ep->fence_wait && (ep->fence_amo > 0) && (--ep->fence_amo == 0)) {
         uct_syncmem_ep_fence_check(ep);
     }
 }
@@ -143,8 +207,10 @@ void uct_syncmem_ep_qp_to_error(uct_syncmem_ep_t *ep)
                   strerror(ret));
         return;
     }
-    /* not rung yet: flushed with the rest; if the device refuses them, the
-     * empty write below still completes them (a flush status, in order) */
+    /* not rung yet: flushed with the rest (a fence no longer matters);
+     * if the device refuses them, the empty write below still completes
+     * them (a flush status, in order) */
+    uct_syncmem_ep_fence_hold(ep, 0);
     (void)uct_syncmem_replay_ring(ep);
 
     if (uct_syncmem_ep_tx_outstanding(ep) == 0) {
@@ -231,6 +297,8 @@ void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep)
     ucs_debug("syncmem: ep %p connected: QP 0x%x to iface 0x%" PRIx64, ep,
               ep->qp->qp_num, ep->cm.peer_iface_id);
     if (ucs_unlikely(ep->fence_wait)) {
+        /* posted again, the last is signalled: no empty write needed */
+        ep->fence_nop = uct_syncmem_ep_last_unsignaled(iface, ep);
         uct_syncmem_ep_fence_check(ep); /* its empty write, if due */
     }
     if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {

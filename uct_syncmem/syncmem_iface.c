@@ -622,6 +622,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->cq_starved   = 0;
     self->grow_due     = 0;
     self->fence_due    = 0;
+    self->fence_waits  = 0;
     self->keeping      = NULL;
 
     status = uct_syncmem_rx_init(self, params, config);

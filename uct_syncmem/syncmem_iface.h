@@ -144,7 +144,10 @@ struct uct_syncmem_iface {
     uint8_t            keep_any;  /* the operations without variants keep
                                    * their requests for the doorbell:
                                    * TX_DB_BATCH > 1, or some endpoint
-                                   * connects (uct_syncmem_ep_set_state) */
+                                   * connects (uct_syncmem_ep_set_state)
+                                   * or waits for a fence */
+    unsigned           fence_waits; /* endpoints whose fence waits
+                                     * (uct_syncmem_ep_fence_hold) */
     ucs_list_link_t    eps;
     ucs_list_link_t    db_eps;    /* endpoints with requests to ring */
     khash_t(uct_syncmem_qp_eps) qp_eps;

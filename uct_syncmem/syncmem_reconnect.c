@@ -216,6 +216,7 @@ static ucs_status_t uct_syncmem_reconnect_finish(uct_syncmem_ep_t *ep,
     unsigned ran               = 0;
     unsigned again             = 0;
     char peer[64]              = "";
+    uint16_t posted;
     ucs_status_t status;
 
     if (resumed) {
@@ -245,13 +246,23 @@ static ucs_status_t uct_syncmem_reconnect_finish(uct_syncmem_ep_t *ep,
     }
     uct_syncmem_replay_destroy_old_qp(ep);
 
-    status = uct_syncmem_replay_post(ep, ep->reconnect.fail_sn, count,
+    /* up to a fence that waits: what was kept after it stays kept */
+    posted = uct_syncmem_replay_ring_end(ep) - ep->reconnect.fail_sn + 1;
+    posted = ucs_min(posted, count);
+    status = uct_syncmem_replay_post(ep, ep->reconnect.fail_sn, posted,
                                      resumed ? UCT_SYNCMEM_POST_RESUMED :
                                                UCT_SYNCMEM_POST_AGAIN);
     if (status != UCS_OK) {
         return status;
     }
-    ep->tx.rung_sn = ep->tx.sn;
+    ep->tx.rung_sn = ep->reconnect.fail_sn + posted - 1;
+    if (posted != count) {
+        /* the kept requests' flags are set; the next new one is signalled */
+        ep->tx.sig_sn = ep->tx.sn + 1;
+        if (ucs_list_is_empty(&ep->db_list)) {
+            ucs_list_add_tail(&iface->db_eps, &ep->db_list);
+        }
+    }
 
     ucs_diag("syncmem: ep %p: reconnected to iface 0x%" PRIx64 " after %.0f"
              " ms (%s), %u requests replayed%s, %u atomics of unknown outcome"

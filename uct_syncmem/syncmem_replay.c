@@ -608,23 +608,126 @@ ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
     return uct_syncmem_replay_post_how(ep, first, count, how);
 }
 
-/* Post the requests the doorbell kept (syncmem_doorbell.c) as one chain. */
+/* The last request that may be on the device: all, unless a fence waits
+ * (uct_syncmem_ep_fence_start), which keeps those after it. */
+uint16_t uct_syncmem_replay_ring_end(const uct_syncmem_ep_t *ep)
+{
+    return ep->fence_wait ? ep->tx.fence_sn : ep->tx.sn;
+}
+
+/* Post the requests the doorbell kept (syncmem_doorbell.c) as one chain,
+ * up to uct_syncmem_replay_ring_end; the endpoint keeps the rest. */
 ucs_status_t uct_syncmem_replay_ring(uct_syncmem_ep_t *ep)
 {
     uint16_t first = ep->tx.rung_sn + 1;
-    uint16_t count = ep->tx.sn - ep->tx.rung_sn;
+    uint16_t end   = uct_syncmem_replay_ring_end(ep);
+    uint16_t count = end - ep->tx.rung_sn;
 
-    if (ucs_list_is_empty(&ep->db_list)) {
-        return UCS_OK; /* nothing kept: rung_sn is not kept either */
+    if (ucs_list_is_empty(&ep->db_list) ||
+        ((uint16_t)(ep->tx.sn - ep->tx.rung_sn) < count)) {
+        /* nothing kept (rung_sn is not kept either), or all of it after
+         * the fence */
+        return UCS_OK;
     }
-    ucs_list_del(&ep->db_list);
-    ucs_list_head_init(&ep->db_list);
-    ep->tx.rung_sn = ep->tx.sn;
+    ep->tx.rung_sn = end;
+    if (end == ep->tx.sn) {
+        ucs_list_del(&ep->db_list);
+        ucs_list_head_init(&ep->db_list);
+    }
     if (count == 0) {
         return UCS_OK;
     }
     return uct_syncmem_replay_post_how(ep, first, count,
                                        UCT_SYNCMEM_POST_RING);
+}
+
+/* Requests kept after the fence move up by delta (1 or -1): their ring
+ * entries, their ops (taken out to gap->moved, so that tx.outstanding stays
+ * in order), the mark of the next request signalled anyway. */
+static void uct_syncmem_replay_gap_shift(uct_syncmem_ep_t *ep,
+                                         uct_syncmem_replay_gap_t *gap,
+                                         int delta)
+{
+    uint16_t fence_sn = ep->tx.fence_sn;
+    uct_syncmem_op_t *op;
+    uint16_t i, sn;
+
+    for (i = 0; i < gap->kept; ++i) {
+        /* from the far end when moving up, from the near end when down */
+        sn = (delta > 0) ? (uint16_t)(fence_sn + gap->kept - i) :
+                           (uint16_t)(fence_sn + 2 + i);
+        memcpy(uct_syncmem_replay_entry(&ep->replay, sn + delta),
+               uct_syncmem_replay_entry(&ep->replay, sn), ep->replay.stride);
+    }
+    ucs_queue_for_each(op, &gap->moved, queue) {
+        op->sn += delta;
+    }
+    ep->tx.sig_sn += delta;
+}
+
+/*
+ * A fence waits and requests after it are kept (uct_syncmem_ep_fence_start);
+ * one more request from before it must go first: the next step of an
+ * emulated atomic, a chained read-back, the fence's empty write. The kept
+ * requests were never posted (no PSN, completion or peer knows their sn),
+ * so they move up by one, and until uct_syncmem_replay_gap_close the
+ * endpoint looks as if nothing were kept: the request is posted as any
+ * other, as request fence_sn + 1. UCS_ERR_NO_RESOURCE: no room for it.
+ */
+ucs_status_t uct_syncmem_replay_gap_open(uct_syncmem_ep_t *ep,
+                                         uct_syncmem_replay_gap_t *gap)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+    uct_syncmem_op_t *op;
+    ucs_queue_iter_t iter;
+
+    gap->kept = ep->fence_wait ? (uint16_t)(ep->tx.sn - ep->tx.fence_sn) : 0;
+    ucs_queue_head_init(&gap->moved);
+    if ((iface->cq_available <= 0) ||
+        ((ep->replay.stride == 0) ?
+         (uct_syncmem_ep_tx_outstanding(ep) >= iface->config.tx_queue_len) :
+         (uct_syncmem_replay_keep_room(ep) != UCS_OK))) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    /* kept, not posted at once: requests before it may wait for the
+     * doorbell (the caller rings) */
+    iface->db_quiet = 0;
+    if (gap->kept == 0) {
+        return UCS_OK;
+    }
+
+    ucs_queue_for_each_safe(op, iter, &ep->tx.outstanding, queue) {
+        if (UCS_CIRCULAR_COMPARE16(op->sn, >, ep->tx.fence_sn)) {
+            ucs_queue_del_iter(&ep->tx.outstanding, iter);
+            ucs_queue_push(&gap->moved, &op->queue);
+        }
+    }
+    uct_syncmem_replay_gap_shift(ep, gap, 1);
+    gap->sig_sn = ep->tx.sig_sn; /* not the request's to move */
+    ep->tx.sn   = ep->tx.fence_sn; /* (in iface->db_eps: kept ones are) */
+    return UCS_OK;
+}
+
+/* The request is posted (status UCS_OK: it is now the last before the
+ * fence) or failed: the kept requests follow it, or move back. The caller
+ * rings (uct_syncmem_ep_ring). */
+void uct_syncmem_replay_gap_close(uct_syncmem_ep_t *ep,
+                                  uct_syncmem_replay_gap_t *gap,
+                                  ucs_status_t status)
+{
+    if ((status == UCS_OK) && ep->fence_wait) {
+        ++ep->tx.fence_sn;
+    }
+    if (gap->kept == 0) {
+        return;
+    }
+    ep->tx.sig_sn = gap->sig_sn;
+    if (status != UCS_OK) {
+        uct_syncmem_replay_gap_shift(ep, gap, -1);
+    }
+    ucs_queue_splice(&ep->tx.outstanding, &gap->moved);
+    ep->tx.sn = ep->tx.fence_sn + gap->kept;
 }
 
 void uct_syncmem_replay_describe(const uct_syncmem_ep_t *ep, uint16_t sn,

@@ -87,6 +87,14 @@ uct_syncmem_replay_entry(const uct_syncmem_replay_ring_t *replay, unsigned sn)
                                    (sn & replay->mask) * replay->stride);
 }
 
+/* Requests kept after a fence, moved up by one for a request from before
+ * it (uct_syncmem_replay_gap_open). */
+typedef struct uct_syncmem_replay_gap {
+    ucs_queue_head_t moved;         /* their ops */
+    uint16_t         kept;
+    uint16_t         sig_sn;        /* ep->tx.sig_sn, moved with them */
+} uct_syncmem_replay_gap_t;
+
 enum {
     UCT_SYNCMEM_POST_RING,    /* the doorbell: requests kept, not posted */
     UCT_SYNCMEM_POST_AGAIN,   /* a reconnect's, on a new QP */
@@ -118,5 +126,11 @@ ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
                                       ucs_status_t status);
 ucs_status_t uct_syncmem_ep_lost_status(uct_syncmem_ep_t *ep);
 ucs_status_t uct_syncmem_replay_ring(uct_syncmem_ep_t *ep);
+uint16_t uct_syncmem_replay_ring_end(const uct_syncmem_ep_t *ep);
+ucs_status_t uct_syncmem_replay_gap_open(uct_syncmem_ep_t *ep,
+                                         uct_syncmem_replay_gap_t *gap);
+void uct_syncmem_replay_gap_close(uct_syncmem_ep_t *ep,
+                                  uct_syncmem_replay_gap_t *gap,
+                                  ucs_status_t status);
 
 #endif

@@ -77,12 +77,14 @@ uct_syncmem_ep_check_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
          * the next progress asks (uct_syncmem_iface_cq_rescue) */
         iface->cq_starved = 1;
         iface->check_due  = 1;
-    } else if ((ep->state == UCT_SYNCMEM_EP_CONNECTING) &&
-               (ep->replay.stride != 0) && !ep->fence_wait &&
+    } else if (((ep->state == UCT_SYNCMEM_EP_CONNECTING) ||
+                ((ep->state == UCT_SYNCMEM_EP_CONNECTED) && ep->fence_wait)) &&
+               !ep->fence_again && (ep->replay.stride != 0) &&
                (ucs_arbiter_group_is_empty(&ep->arb_group) ||
                 (iface->dispatching == ep))) {
-        /* connecting: kept in the ring until CONNECT; the operation calls
-         * out to say how (uct_syncmem_ep_unpark), and then goes */
+        /* connecting, or a fence waits: kept in the ring until CONNECT or
+         * the fence is over; the operation calls out to say how
+         * (uct_syncmem_ep_unpark), and then goes */
         return (iface->keeping == ep) ? UCS_OK : UCT_SYNCMEM_ERR_PARKED;
     } else if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
                (ep->tx.available > 0)) {
@@ -106,9 +108,10 @@ uct_syncmem_ep_check_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 
 /*
  * An operation found ep parked (uct_syncmem_ep_check_room): its ring now (a
- * malloc). Or ep connects: the request is kept in its ring (room made there,
- * up to TX_QUEUE_LEN) and posted, in order, at CONNECT; nothing rings it
- * before (uct_syncmem_ep_ring). UCS_OK: the operation may go again, kept
+ * malloc). Or ep connects, or a fence waits: the request is kept in its
+ * ring (room made there, up to TX_QUEUE_LEN) and posted, in order, at
+ * CONNECT or when the fence is over; nothing rings it before
+ * (uct_syncmem_replay_ring). UCS_OK: the operation may go again, kept
  * for the doorbell: *mode_p is then UCT_SYNCMEM_TX_BATCH, and
  * iface->keeping lets it past uct_syncmem_ep_check_room
  * (uct_syncmem_ep_unparked ends that).
@@ -119,7 +122,7 @@ static inline ucs_status_t uct_syncmem_ep_unpark(uct_syncmem_ep_t *ep,
     uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
                                                 uct_syncmem_iface_t);
 
-    if (ep->state != UCT_SYNCMEM_EP_CONNECTING) {
+    if ((ep->state != UCT_SYNCMEM_EP_CONNECTING) && !ep->fence_wait) {
         return (uct_syncmem_replay_grow(ep) == UCS_OK) ? UCS_OK :
                UCS_ERR_NO_RESOURCE;
     } else if (uct_syncmem_replay_keep_room(ep) != UCS_OK) {
@@ -334,18 +337,6 @@ uct_syncmem_ep_tx_flags(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     return flags;
 }
 
-/* Is the last request outstanding, and was it posted unsignalled? Then
- * nothing would report it (a flush or the watchdog posts a signalled one
- * after it). */
-static UCS_F_ALWAYS_INLINE int
-uct_syncmem_ep_last_unsignaled(const uct_syncmem_iface_t *iface,
-                               const uct_syncmem_ep_t *ep)
-{
-    return (ep->tx.sn != ep->tx.acked_sn) &&
-           ((uint16_t)(ep->tx.sig_sn - iface->config.tx_signal_every) !=
-            ep->tx.sn);
-}
-
 /* Request sn takes its send queue slot and CQ entry (the caller checked
  * there is room: uct_syncmem_ep_check_tx). */
 static UCS_F_ALWAYS_INLINE void
@@ -509,22 +500,48 @@ uct_syncmem_ep_post_nop(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
     return uct_syncmem_ep_post(iface, ep, &wr, NULL, 1);
 }
 
+/* Post a further request of an operation from its last one's completion
+ * (_post, a call returning ucs_status_t): the next step of an emulated
+ * atomic, a chained read-back. While a fence waits the operation is from
+ * before it, so the request goes before what is kept after the fence
+ * (uct_syncmem_replay_gap_open). */
+#define UCT_SYNCMEM_EP_POST_STEP(_ep, _post) \
+    ({ \
+        uct_syncmem_replay_gap_t _gap; \
+        ucs_status_t _status; \
+        \
+        if (ucs_likely(!(_ep)->fence_wait)) { \
+            _status = (_post); \
+        } else { \
+            _status = uct_syncmem_replay_gap_open(_ep, &_gap); \
+            if (_status == UCS_OK) { \
+                _status = (_post); \
+                uct_syncmem_replay_gap_close(_ep, &_gap, _status); \
+                uct_syncmem_ep_ring(_ep); \
+            } \
+        } \
+        _status; \
+    })
+
 /* The empty write of a fence that waits for an unsignalled request
- * (uct_syncmem_ep_fence), once there is room for it; until then each
+ * (uct_syncmem_ep_fence_start): a request from before the fence, so it goes
+ * before what is kept after it; once there is room for it. Until then each
  * progress tries again (iface->fence_due). */
 static inline void uct_syncmem_ep_fence_nop(uct_syncmem_iface_t *iface,
                                             uct_syncmem_ep_t *ep)
 {
+    uct_syncmem_replay_gap_t gap;
+    ucs_status_t status;
+
     if (!ep->fence_nop || (ep->state != UCT_SYNCMEM_EP_CONNECTED)) {
         return;
     }
 
-    uct_syncmem_ep_fence_hold(ep, 0);
-    if (uct_syncmem_ep_tx_room(iface, ep) &&
-        (uct_syncmem_ep_post_nop(iface, ep) == UCS_OK)) {
-        ep->fence_nop = 0;
+    if (uct_syncmem_replay_gap_open(ep, &gap) == UCS_OK) {
+        status = uct_syncmem_ep_post_nop(iface, ep);
+        uct_syncmem_replay_gap_close(ep, &gap, status);
+        ep->fence_nop = (status != UCS_OK);
     }
-    uct_syncmem_ep_fence_hold(ep, 1);
     if (ep->fence_nop) {
         iface->fence_due = 1;
         iface->check_due = 1;

@@ -437,7 +437,8 @@ static void uct_syncmem_verify_put_read_done(uct_syncmem_op_t *op,
     if (vp->offset < vp->length) {
         /* this read's completion gave its send slot back: the next one
          * always has room */
-        status = uct_syncmem_verify_put_read(iface, vp);
+        status = UCT_SYNCMEM_EP_POST_STEP(ep, uct_syncmem_verify_put_read(
+                                                      iface, vp));
         if (status != UCS_OK) {
             uct_syncmem_verify_put_finish(vp, status);
         }

@@ -6,6 +6,10 @@
 // (native and emulated), a get, a put that overwrites the word.
 #include "syncmem_rma_test.h"
 
+extern "C" {
+#include "uct_syncmem/syncmem_hooks.h"
+}
+
 #include <cstring>
 
 class syncmem_fence_test : public syncmem_rma_test {
@@ -150,6 +154,26 @@ protected:
         return wrong;
     }
 
+    // A word of 0x11 bytes, an emulated xor to it, a fence: what a test
+    // posts next finds the fence waiting.
+    buffer *xor_then_fence() {
+        buffer *mem = alloc(8, 0);
+        memset(mem->data.data(), 0x11, 8);
+        flush(m_ep);
+        EXPECT_EQ(UCS_OK, retry([&] {
+            return uct_ep_atomic64_post(m_ep, UCT_ATOMIC_OP_XOR, 0xff,
+                                        (uintptr_t)mem->data.data(),
+                                        mem->rkey.rkey);
+        }));
+        EXPECT_EQ(UCS_OK, uct_ep_fence(m_ep, 0));
+        return mem;
+    }
+
+    ucs_status_t put_word(buffer *mem, const uint64_t &v) {
+        return uct_ep_put_short(m_ep, &v, sizeof(v),
+                                (uintptr_t)mem->data.data(), mem->rkey.rkey);
+    }
+
     // Every operation before a fence, every observer after it.
     template <typename T> void run_all(bool iface_fence) {
         const unsigned iters = 1000;
@@ -245,25 +269,90 @@ TEST_F(syncmem_fence_test, fence_after_writes_does_not_wait)
     EXPECT_EQ(2u, word);
 }
 
-// A fence after an emulated atomic: an operation the HCA does itself finds
-// no room until the atomic is done (pending_add queues it), then the pending
-// request runs, after it.
-TEST_F(syncmem_fence_test, native_op_after_an_emulated_one_waits)
+// A fence after an emulated atomic: an operation the HCA does itself is
+// taken at once, kept until the atomic is done, then runs after it.
+TEST_F(syncmem_fence_test, native_op_after_an_emulated_one_is_kept)
 {
-    buffer *mem = alloc(8, 0);
-    uint64_t word;
-    memset(mem->data.data(), 0x11, 8);
+    buffer *mem = xor_then_fence();
+    uint64_t word, v = 42;
+    EXPECT_EQ(UCS_OK, put_word(mem, v));
     flush(m_ep);
-    ASSERT_EQ(UCS_OK, retry([&] {
-        return uct_ep_atomic64_post(m_ep, UCT_ATOMIC_OP_XOR, 0xff,
-                                    (uintptr_t)mem->data.data(),
-                                    mem->rkey.rkey);
-    }));
-    ASSERT_EQ(UCS_OK, uct_ep_fence(m_ep, 0));
-    uint64_t v = 42;
-    EXPECT_EQ(UCS_ERR_NO_RESOURCE,
-              uct_ep_put_short(m_ep, &v, sizeof(v),
-                               (uintptr_t)mem->data.data(), mem->rkey.rkey));
+    memcpy(&word, mem->data.data(), 8);
+    EXPECT_EQ(42u, word); // the xor ran before the put, not after it
+}
+
+// What UCX's uct_fence_test does (test/gtest/uct/test_fence.cc): an atomic,
+// a fence, the same operation fetching with 0, each posted once, its
+// status not looked at. So whatever follows a fence must be taken at
+// once, and see the atomic before it.
+TEST_F(syncmem_fence_test, op_after_a_fence_is_taken_at_once)
+{
+    struct {
+        int      op;
+        unsigned size;
+    } cases[] = {{UCT_ATOMIC_OP_ADD, 4}, {UCT_ATOMIC_OP_ADD, 8},
+                 {UCT_ATOMIC_OP_AND, 4}, {UCT_ATOMIC_OP_AND, 8},
+                 {UCT_ATOMIC_OP_OR, 4},  {UCT_ATOMIC_OP_OR, 8},
+                 {UCT_ATOMIC_OP_XOR, 4}, {UCT_ATOMIC_OP_XOR, 8}};
+    buffer *mem    = alloc(8, 0);
+    uint64_t addr  = (uintptr_t)mem->data.data();
+    uct_rkey_t key = mem->rkey.rkey;
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    unsigned total = 0;
+
+    flush(m_ep);
+    for (auto c : cases) {
+        for (int i = 0; i < 200; ++i, ++total) {
+            uint64_t remote = 0x0123456789abcdefull * (i + 1);
+            uint64_t local  = 0xfedcba9876543210ull ^ (i * 0x1111);
+            uint64_t fetched64 = 0;
+            uint32_t fetched32 = 0;
+            ucs_status_t status;
+
+            memcpy(mem->data.data(), &remote, 8);
+            comp.count = 1;
+            if (c.size == 8) {
+                status = uct_ep_atomic64_post(m_ep, (uct_atomic_op_t)c.op,
+                                              local, addr, key);
+            } else {
+                status = uct_ep_atomic32_post(m_ep, (uct_atomic_op_t)c.op,
+                                              (uint32_t)local, addr, key);
+            }
+            ASSERT_EQ(UCS_OK, status) << op_name(c.op) << c.size * 8;
+            ASSERT_EQ(UCS_OK, uct_ep_fence(m_ep, 0));
+            if (c.size == 8) {
+                status = uct_ep_atomic64_fetch(m_ep, (uct_atomic_op_t)c.op, 0,
+                                               &fetched64, addr, key, &comp);
+            } else {
+                status = uct_ep_atomic32_fetch(m_ep, (uct_atomic_op_t)c.op, 0,
+                                               &fetched32, addr, key, &comp);
+            }
+            ASSERT_EQ(UCS_INPROGRESS, status)
+                    << op_name(c.op) << c.size * 8 << ", iteration " << i;
+            ASSERT_TRUE(wait_for("the fetch after the fence",
+                                 [&] { return comp.count == 0; }));
+            ASSERT_EQ(UCS_OK, comp.status);
+            flush(m_ep);
+            uint64_t expect = (c.size == 8) ?
+                amo_reference<uint64_t>(c.op, remote, local, 0) :
+                amo_reference<uint32_t>(c.op, (uint32_t)remote,
+                                        (uint32_t)local, 0);
+            ASSERT_EQ(expect, (c.size == 8) ? fetched64 : fetched32)
+                    << op_name(c.op) << c.size * 8 << ", iteration " << i;
+        }
+    }
+    printf("[ fence    ] %u atomics, each then a fence and a fetch taken at"
+           " once: 0 wrong\n", total);
+}
+
+// Without a ring nothing can be kept: an operation after a fence over an
+// emulated atomic finds no room (pending_add queues it), then the pending
+// request runs, after it.
+TEST_F(syncmem_fence_plain_test, native_op_after_an_emulated_one_waits)
+{
+    buffer *mem = xor_then_fence();
+    uint64_t word, v = 42;
+    EXPECT_EQ(UCS_ERR_NO_RESOURCE, put_word(mem, v));
 
     struct req_t {
         uct_pending_req_t super;
@@ -323,4 +412,56 @@ TEST_F(syncmem_fence_test, fences_in_a_row_over_emulated_atomics)
         ASSERT_EQ(UCS_OK, comp.status);
         ASSERT_EQ(1000u * i + 11, fetched) << "iteration " << i;
     }
+}
+
+// A QP error while a fence waits for an emulated atomic, with the fetch
+// after the fence kept: the reconnect posts again only what came before the
+// fence, the atomic's next step still goes before the fetch, and the fetch
+// sees the atomic. An atomic whose outcome the reconnect lost fails (it is
+// then not checked); none is wrong.
+TEST_F(syncmem_fence_test, fence_holds_across_a_reconnect)
+{
+    const int iters = 300;
+    buffer *mem     = alloc(8, 0);
+    uint64_t addr   = (uintptr_t)mem->data.data();
+    uct_rkey_t key  = mem->rkey.rkey;
+    unsigned failed = 0, checked = 0;
+
+    flush(m_ep);
+    for (int i = 0; i < iters; ++i) {
+        uint32_t remote = 0x01234567u * (i + 1) | 1;
+        uint32_t local  = 0x89abcdefu ^ i;
+        uint32_t fetched = 0;
+        uct_completion_t post = { [](uct_completion_t*) {}, 1, UCS_OK };
+        uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+
+        memcpy(mem->data.data(), &remote, 4);
+        // a fetching xor with a completion: a lost one says so
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_ep_atomic32_fetch(m_ep, UCT_ATOMIC_OP_XOR, local,
+                                        &fetched, addr, key, &post));
+        ASSERT_EQ(UCS_OK, uct_ep_fence(m_ep, 0));
+        ASSERT_EQ(UCS_INPROGRESS,
+                  uct_ep_atomic32_fetch(m_ep, UCT_ATOMIC_OP_XOR, 0, &fetched,
+                                        addr, key, &comp));
+        if ((i % 10) == 0) {
+            ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(m_ep));
+        }
+        ASSERT_TRUE(wait_for("the fetch after the fence and the QP error",
+                             [&] { return comp.count == 0 &&
+                                          post.count == 0; }));
+        flush(m_ep);
+        if ((post.status != UCS_OK) || (comp.status != UCS_OK)) {
+            ++failed;
+            continue;
+        }
+        ++checked;
+        ASSERT_EQ(remote ^ local, fetched) << "iteration " << i;
+    }
+    EXPECT_GE(uct_syncmem_ep_reconnects(m_ep), 10u);
+    EXPECT_GE(checked, iters * 9u / 10);
+    EXPECT_TRUE(m_errors.empty());
+    printf("[ fence    ] %u fetches after a fence checked, %u failed with"
+           " their atomic (outcome lost), 30 QP errors while fences waited\n",
+           checked, failed);
 }
