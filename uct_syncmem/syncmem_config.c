@@ -8,6 +8,55 @@
 #include "syncmem_iface.h"
 
 
+/*
+ * RC_TIMEOUT and RC_RETRY_COUNT have the names UCX's rc transports read
+ * with the RC_ prefix (rc_iface.c: UCX_RC_TIMEOUT, UCX_RC_RETRY_COUNT), so
+ * that what a user or UCX's own tests set for rc applies here too. They
+ * are a table embedded with an empty prefix, the way every transport
+ * embeds UCX's uct_iface_config_table: UCX's parser reads each field as
+ * UCX_<NAME> first and UCX_SYNCMEM_<NAME> over it, honouring the
+ * environment prefix UCP was given and the configuration files alike, so
+ * syncmem's own wins where both are set. ucx_info prints them as
+ * inheriting UCX_RC_*.
+ */
+ucs_config_field_t uct_syncmem_rc_config_table[] = {
+    {"RC_TIMEOUT", "67ms",
+     "RC transport timeout: how long the HCA waits for an acknowledgement\n"
+     "before retransmitting (rounded up to 4.096us * 2^N). Unset, UCX's\n"
+     "UCX_RC_TIMEOUT (the rc transports' setting) applies where it is set;\n"
+     "UCX_SYNCMEM_RC_TIMEOUT wins over it.",
+     ucs_offsetof(uct_syncmem_rc_config_t, timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"RC_RETRY_COUNT", "7",
+     "RC retransmissions before an operation fails with\n"
+     "UCS_ERR_ENDPOINT_TIMEOUT (0..7): a dead peer is found after about\n"
+     "RC_TIMEOUT * (RC_RETRY_COUNT + 1) while requests are in flight (and\n"
+     "then RECONNECT_TIMEOUT, with RECONNECT). Soft-RoCE (rdma_rxe) retries\n"
+     "forever when given 7, so there 7 is programmed as 6. Unset, UCX's\n"
+     "UCX_RC_RETRY_COUNT applies where it is set; UCX_SYNCMEM_RC_RETRY_COUNT\n"
+     "wins over it.",
+     ucs_offsetof(uct_syncmem_rc_config_t, retry_count), UCS_CONFIG_TYPE_UINT},
+
+    {NULL}
+};
+
+/*
+ * The IB specification makes only an RNR retry count of 7 infinite; an RC
+ * retry count of 7 is 7 retries, and HCAs (mlx5) fail the request after
+ * them. Soft-RoCE's completer skips the decrement at 7 (rxe_comp.c,
+ * COMPST_ERROR_RETRY: "if (qp->comp.retry_cnt != 7) qp->comp.retry_cnt--",
+ * kernels 6.1 and 6.12 alike), so a request to a peer whose QP is gone is
+ * sent again forever, never fails with IBV_WC_RETRY_EXC_ERR, and only the
+ * stall check (RC_STALL_TIMEOUT) ever finds it. UCX's rc transports program
+ * 7 (their default) on Soft-RoCE as on any device; syncmem programs the
+ * largest count that ends.
+ */
+unsigned uct_syncmem_config_rc_retry_count(unsigned requested,
+                                           int seven_is_infinite)
+{
+    return (seven_is_infinite && (requested >= 7)) ? 6 : requested;
+}
+
 ucs_config_field_t uct_syncmem_iface_config_table[] = {
     {"", "", NULL, ucs_offsetof(uct_syncmem_iface_config_t, super),
      UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
@@ -143,16 +192,8 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      ucs_offsetof(uct_syncmem_iface_config_t, keepalive_interval),
      UCS_CONFIG_TYPE_TIME_UNITS},
 
-    {"RC_TIMEOUT", "67ms",
-     "RC transport timeout: how long the HCA waits for an acknowledgement\n"
-     "before retransmitting (rounded up to 4.096us * 2^N).",
-     ucs_offsetof(uct_syncmem_iface_config_t, rc_timeout), UCS_CONFIG_TYPE_TIME},
-
-    {"RC_RETRY_COUNT", "7",
-     "RC retransmissions before an operation fails with\n"
-     "UCS_ERR_ENDPOINT_TIMEOUT (0..7).",
-     ucs_offsetof(uct_syncmem_iface_config_t, rc_retry_count),
-     UCS_CONFIG_TYPE_UINT},
+    {"", "", NULL, ucs_offsetof(uct_syncmem_iface_config_t, rc),
+     UCS_CONFIG_TYPE_TABLE(uct_syncmem_rc_config_table)},
 
     {"RC_RNR_RETRY_COUNT", "7",
      "Retries when the receiver has no buffer posted (0..7, 7 is infinite).",

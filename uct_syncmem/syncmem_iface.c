@@ -532,7 +532,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     if ((config->tx_queue_len < 4) || (config->tx_cq_len < 4) ||
         (config->rx_queue_len < 4) ||
         (config->tx_moderation < 1) || (config->seg_size < 64) ||
-        (config->rc_retry_count > 7) || (config->rc_rnr_retry_count > 7)) {
+        (config->rc.retry_count > 7) || (config->rc_rnr_retry_count > 7)) {
         ucs_error("syncmem: invalid configuration: TX_QUEUE_LEN, TX_CQ_LEN and"
                   " RX_QUEUE_LEN must be >= 4, TX_MODERATION >= 1, SEG_SIZE >= 64,"
                   " RC_RETRY_COUNT and RC_RNR_RETRY_COUNT <= 7");
@@ -568,8 +568,9 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.cm_retries         = config->cm_retries;
     self->config.cm_max_half_open   = ucs_max(config->cm_max_half_open, 1);
     self->config.keepalive_interval = config->keepalive_interval;
-    self->config.rc_timeout         = uct_syncmem_rc_timeout_exp(config->rc_timeout);
-    self->config.rc_retry_count     = config->rc_retry_count;
+    self->config.rc_timeout         = uct_syncmem_rc_timeout_exp(config->rc.timeout);
+    self->config.rc_retry_count     = uct_syncmem_config_rc_retry_count(
+            config->rc.retry_count, md->dev_attr.vendor_id == UCT_SYNCMEM_RXE_VENDOR_ID);
     self->config.rc_rnr_retry_count = config->rc_rnr_retry_count;
     self->config.max_rd_atomic      = ucs_min(16, ucs_min(dev->max_qp_rd_atom,
                                                           dev->max_qp_init_rd_atom));

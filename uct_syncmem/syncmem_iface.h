@@ -40,6 +40,15 @@ typedef struct uct_syncmem_verify_counters {
     uint64_t put_failed;   /* of those, not what was written */
 } uct_syncmem_verify_counters_t;
 
+/* RC_TIMEOUT and RC_RETRY_COUNT: a table of their own, embedded without a
+ * prefix, so that UCX's parser reads them as UCX reads its rc transports':
+ * UCX_RC_TIMEOUT, then UCX_SYNCMEM_RC_TIMEOUT over it
+ * (uct_syncmem_rc_config_table). */
+typedef struct uct_syncmem_rc_config {
+    double             timeout;       /* RC ack timeout, seconds */
+    unsigned           retry_count;
+} uct_syncmem_rc_config_t;
+
 typedef struct uct_syncmem_iface_config {
     uct_iface_config_t super;
     unsigned           rx_queue_len;  /* receive buffers in the SRQ */
@@ -58,8 +67,7 @@ typedef struct uct_syncmem_iface_config {
     ucs_time_t         keepalive_interval;
     unsigned           cm_retries;
     unsigned           cm_max_half_open; /* passive QPs with no known peer */
-    double             rc_timeout;    /* RC ack timeout, seconds */
-    unsigned           rc_retry_count;
+    uct_syncmem_rc_config_t rc;       /* RC_TIMEOUT, RC_RETRY_COUNT */
     unsigned           rc_rnr_retry_count;
     int                reconnect;
     int                reconnect_resume;
@@ -244,6 +252,16 @@ struct uct_syncmem_iface {
 };
 
 extern ucs_config_field_t uct_syncmem_iface_config_table[];
+extern ucs_config_field_t uct_syncmem_rc_config_table[];
+
+/* Soft-RoCE's vendor id (rdma_rxe's RXE_VENDOR_ID): the device that takes
+ * an RC retry count of 7 for "retry forever" (syncmem_config.c). */
+#define UCT_SYNCMEM_RXE_VENDOR_ID 0xffffff
+
+/* The RC retry count to program for a requested one (0..7), on a device
+ * that does (seven_is_infinite) or does not retry forever at 7. */
+unsigned uct_syncmem_config_rc_retry_count(unsigned requested,
+                                           int seven_is_infinite);
 extern uct_tl_t uct_syncmem_tl;  /* UCT_TL_DEFINE_ENTRY, syncmem_iface.c */
 
 /* syncmem_device.c */

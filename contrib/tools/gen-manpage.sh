@@ -8,7 +8,8 @@
 # Runs 'SYNCMEM-RUN ucx_info -c -f' (the module loaded into ucx_info) and
 # turns every UCX_SYNCMEM_* block (its documentation, syntax and default)
 # into a man page entry in place of the line @SETTINGS@: syncmem's own
-# settings first, then those every UCX transport has (the ones ucx_info
+# settings first (RC_TIMEOUT and RC_RETRY_COUNT among them, which inherit
+# UCX's UCX_RC_*), then those every UCX transport has (the others ucx_info
 # says inherit a global UCX_* setting). So the man page lists exactly what
 # the table holds and cannot drift from it. The environment is cleared of
 # UCX_* settings first, so that ucx_info prints the defaults (a
@@ -18,7 +19,7 @@
 #
 # SPDX-License-Identifier: BSD-3-Clause
 set -e
-case "$1" in -h|--help) sed -n '3,17s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+case "$1" in -h|--help) sed -n '3,18s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 run=${1:?usage: gen-manpage.sh SYNCMEM-RUN < TEMPLATE > MANPAGE}
 
 tmp=$(mktemp)
@@ -50,7 +51,9 @@ function esc(s) {
 /^UCX_SYNCMEM_[A-Z0-9_]*=/ {
     name = $0; sub(/=.*/, "", name)
     value = substr($0, length(name) + 2)
-    out = (inherits == "") ? own : common
+    # (RC_TIMEOUT and RC_RETRY_COUNT inherit the rc transports settings,
+    # UCX_RC_*: they are syncmem settings, not what every transport has)
+    out = (inherits == "" || inherits ~ /^UCX_RC_/) ? own : common
     printf ".TP\n.B %s=%s\n", name, esc(value) > out
     started = 0; nofill = 0
     for (i = 0; i < n; ++i) {

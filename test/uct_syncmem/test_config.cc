@@ -8,6 +8,7 @@ extern "C" {
 #include <uct_syncmem/syncmem_hooks.h>
 }
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -62,12 +63,15 @@ TEST(config, bad_value_is_an_error)
 
 TEST(config, every_entry_is_documented)
 {
-    for (ucs_config_field_t *f = uct_syncmem_iface_config_table; f->name; ++f) {
-        if (f->name[0] == '\0') {
-            continue; // the embedded base table
+    for (ucs_config_field_t *table : {uct_syncmem_iface_config_table,
+                                      uct_syncmem_rc_config_table}) {
+        for (ucs_config_field_t *f = table; f->name; ++f) {
+            if (f->name[0] == '\0') {
+                continue; // an embedded table
+            }
+            ASSERT_NE(nullptr, f->doc) << f->name;
+            EXPECT_GT(strlen(f->doc), 20u) << f->name;
         }
-        ASSERT_NE(nullptr, f->doc) << f->name;
-        EXPECT_GT(strlen(f->doc), 20u) << f->name;
     }
 }
 
@@ -111,6 +115,65 @@ TEST(config, pkey_sl_and_traffic_class)
     ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
 }
 
+// RC_TIMEOUT and RC_RETRY_COUNT: UCX's own UCX_RC_* apply where
+// UCX_SYNCMEM_RC_* are not set, and syncmem's win where both are
+// (syncmem_config.c, uct_syncmem_rc_config_table).
+TEST(config, rc_settings_inherit_ucx_rc_and_syncmem_wins)
+{
+    uct_syncmem_iface_config_t config;
+
+    ASSERT_EQ(UCS_OK, read_config(&config));
+    EXPECT_DOUBLE_EQ(0.067, config.rc.timeout);
+    EXPECT_EQ(7u, config.rc.retry_count);
+    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+
+    {
+        scoped_env timeout("UCX_RC_TIMEOUT", "10ms");
+        scoped_env retries("UCX_RC_RETRY_COUNT", "2");
+        ASSERT_EQ(UCS_OK, read_config(&config));
+        EXPECT_DOUBLE_EQ(0.010, config.rc.timeout);
+        EXPECT_EQ(2u, config.rc.retry_count);
+        ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+
+        // both set: syncmem's own win, each on its own
+        scoped_env own("UCX_SYNCMEM_RC_TIMEOUT", "1s");
+        ASSERT_EQ(UCS_OK, read_config(&config));
+        EXPECT_DOUBLE_EQ(1.0, config.rc.timeout);
+        EXPECT_EQ(2u, config.rc.retry_count);
+        ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+
+        scoped_env own_retries("UCX_SYNCMEM_RC_RETRY_COUNT", "5");
+        ASSERT_EQ(UCS_OK, read_config(&config));
+        EXPECT_DOUBLE_EQ(1.0, config.rc.timeout);
+        EXPECT_EQ(5u, config.rc.retry_count);
+        ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+    }
+
+    // syncmem's alone
+    scoped_env own("UCX_SYNCMEM_RC_RETRY_COUNT", "3");
+    ASSERT_EQ(UCS_OK, read_config(&config));
+    EXPECT_DOUBLE_EQ(0.067, config.rc.timeout);
+    EXPECT_EQ(3u, config.rc.retry_count);
+    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+
+    // the rc transports' own prefix is theirs alone
+    scoped_env verbs("UCX_RC_VERBS_TIMEOUT", "2s");
+    ASSERT_EQ(UCS_OK, read_config(&config));
+    EXPECT_DOUBLE_EQ(0.067, config.rc.timeout);
+    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+}
+
+// A retry count of 7 is never programmed where the device retries forever
+// at 7 (Soft-RoCE); elsewhere every count is programmed as asked.
+TEST(config, rc_retry_count_never_infinite)
+{
+    for (unsigned n = 0; n <= 7; ++n) {
+        EXPECT_EQ(n, uct_syncmem_config_rc_retry_count(n, 0)) << n;
+        EXPECT_EQ(std::min(n, 6u), uct_syncmem_config_rc_retry_count(n, 1))
+                << n;
+    }
+}
+
 // The man page's settings are generated from these tables at build time
 // (contrib/tools/gen-manpage.sh); a setting missing there means the
 // generator lost it.
@@ -123,6 +186,7 @@ TEST(config, man_page_lists_every_setting)
     unsigned count = 0;
 
     for (ucs_config_field_t *table : {uct_syncmem_iface_config_table,
+                                      uct_syncmem_rc_config_table,
                                       uct_syncmem_component.md_config.table}) {
         for (ucs_config_field_t *f = table; f->name; ++f) {
             if (f->name[0] == '\0') {

@@ -19,9 +19,12 @@ namespace {
 std::set<std::string> config_names()
 {
     std::set<std::string> names;
-    for (ucs_config_field_t *f = uct_syncmem_iface_config_table; f->name; ++f) {
-        if (f->name[0] != '\0') {
-            names.insert(f->name);
+    for (ucs_config_field_t *table : {uct_syncmem_iface_config_table,
+                                      uct_syncmem_rc_config_table}) {
+        for (ucs_config_field_t *f = table; f->name; ++f) {
+            if (f->name[0] != '\0') {
+                names.insert(f->name);
+            }
         }
     }
     return names;
