@@ -52,6 +52,7 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
     struct ibv_qp_attr attr;
     struct ibv_qp_init_attr init;
     ucs_time_t allowed;
+    int again;
 
     if ((ep->state != UCT_SYNCMEM_EP_CONNECTED) ||
         (iface->config.stall_timeout == UCS_TIME_INFINITY)) {
@@ -88,20 +89,28 @@ static void uct_syncmem_ep_check_stall(uct_syncmem_iface_t *iface,
     }
     --*stalls_left;
 
-    ucs_warn("syncmem: ep %p to iface 0x%" PRIx64 ": request %u made no"
-             " progress for %.1f s and QP 0x%x sent nothing new (send PSN"
-             " 0x%x): taking the QP for wedged and %s (%.1f s allowed:"
-             " UCX_SYNCMEM_RC_STALL_TIMEOUT=%.1fs%s)", ep,
-             ep->cm.peer_iface_id, (uint16_t)(ep->tx.acked_sn + 1),
-             ucs_time_to_sec(now - ep->wd.stall_time), ep->qp->qp_num,
-             attr.sq_psn, iface->config.reconnect ? "reconnecting" :
-                          "failing the endpoint (UCX_SYNCMEM_RECONNECT=n)",
-             ucs_time_to_sec(allowed),
-             ucs_time_to_sec(iface->config.stall_timeout),
-             (allowed > uct_syncmem_ep_fsm_stall_time(
-                     iface->config.stall_timeout, 1, iface->link_trouble,
-                     window, now, ep->wd.stalls)) ?
-             ", auto: longer with no link trouble in the last minute" : "");
+    /* An expected recovery, not a warning: the endpoint reconnects (or
+     * fails through its error path), and a peer that died looked like this
+     * before Soft-RoCE's retries were kept finite. A person need act only
+     * when the same request stalls again on the new QP. */
+    again = (ep->wd.stalls != 0) &&
+            (ep->wd.stall_sn == (uint16_t)(ep->tx.acked_sn + 1));
+    ucs_log(again ? UCS_LOG_LEVEL_WARN : UCS_LOG_LEVEL_DIAG,
+            "syncmem: ep %p to iface 0x%" PRIx64 ": request %u made no"
+            " progress for %.1f s and QP 0x%x sent nothing new (send PSN"
+            " 0x%x): taking the QP for wedged%s and %s (%.1f s allowed:"
+            " UCX_SYNCMEM_RC_STALL_TIMEOUT=%.1fs%s)", ep,
+            ep->cm.peer_iface_id, (uint16_t)(ep->tx.acked_sn + 1),
+            ucs_time_to_sec(now - ep->wd.stall_time), ep->qp->qp_num,
+            attr.sq_psn, again ? " again" : "",
+            iface->config.reconnect ? "reconnecting" :
+            "failing the endpoint (UCX_SYNCMEM_RECONNECT=n)",
+            ucs_time_to_sec(allowed),
+            ucs_time_to_sec(iface->config.stall_timeout),
+            (allowed > uct_syncmem_ep_fsm_stall_time(
+                    iface->config.stall_timeout, 1, iface->link_trouble,
+                    window, now, ep->wd.stalls)) ?
+            ", auto: longer with no link trouble in the last minute" : "");
     if ((ep->wd.stalls == 0) ||
         (ep->wd.stall_sn != (uint16_t)(ep->tx.acked_sn + 1))) {
         ep->wd.stalls   = 0;
