@@ -40,6 +40,8 @@ The processes' lines that count (contrib/harness/faults.c, faults_mpi.c):
   result KEY=VALUE...         the measured columns (the last one counts)
   stall START END [open]      a gap of more than 100 ms in the stream
   streamed START END          the stream's first completed batch and end
+  ep error at T: ...          the client's endpoint failed at T (peer_killed:
+                              its note says how long after the kill)
   event reconnect resumed|newqp MS, event reconnect gaveup
   event cm resend N M | reconnect MS   a REQ sent again (faults_events.h)
   event reconnect unparsed ..., event cm unparsed ..., event watch
@@ -199,6 +201,7 @@ class Output:
         self.resends = []           # (tries, of) of a connect's REQ sent again
         self.reresends = []         # ms before the deadline of a reconnect's
         self.epgaps = []            # each endpoint's gaps: [(start, end)]
+        self.ep_errors = []         # when the client's endpoint failed
         if not os.path.exists(path):
             return
         with open(path, errors="replace") as f:
@@ -236,6 +239,8 @@ class Output:
                 elif w[0] == "epgap" and len(w) % 2 == 0:
                     t = [float(x) for x in w[2:]]
                     self.epgaps.append(list(zip(t[::2], t[1::2])))
+                elif w[:3] == ["ep", "error", "at"] and len(w) >= 4:
+                    self.ep_errors.append(float(w[3].rstrip(":")))
                 elif w[0] == "pair" and "failed" in w:
                     self.failed_pairs += 1
 
@@ -537,6 +542,13 @@ def judge_uct(run, log, out, deadline):
                          % (stats["done"], len(plan(sc)), stats["cut"],
                             ms(stats["median"]), ms(stats["p99"]),
                             ms(stats["max"])))
+    if sc == "peer_killed" and flog.faults:
+        # how long the death took to reach the application: from the kill
+        # to the first endpoint error after it
+        after = [t for t in out.ep_errors if t >= flog.faults[0][1]]
+        notes.append("the death reported %s ms after the kill" %
+                     ms(1000 * (min(after) - flog.faults[0][1])) if after else
+                     "no endpoint error after the kill")
     if rec:
         notes.append("syncmem reconnected %d times (%d resumed, %d onto a new "
                      "QP), up to %.0f ms" % (rec, out.resumed, out.newqp,
