@@ -6,8 +6,10 @@ extern "C" {
 #include "uct_syncmem/syncmem_ep.h"
 #include "uct_syncmem/syncmem_qp.h"
 #include "uct_syncmem/syncmem_hooks.h"
+#include <ucs/debug/log.h>
 }
 
+#include <cstdarg>
 #include <csignal>
 #include <poll.h>
 #include <cstring>
@@ -257,4 +259,163 @@ TEST_F(syncmem_peer_test, keepalive_releases_connection_of_killed_peer)
         usleep(50 * 1000);
     }
     EXPECT_EQ(0u, uct_syncmem_iface_num_passive(iface));
+}
+
+// A peer process killed with requests in flight, the iface's RC settings
+// as a user has them (none: the defaults; or UCX's own UCX_RC_TIMEOUT and
+// UCX_RC_RETRY_COUNT, which UCX's UCP tests set): the endpoint fails with
+// UCS_ERR_ENDPOINT_TIMEOUT once the RC retries run out and the reconnect
+// that follows finds no one (RECONNECT_TIMEOUT), with no warning. The bound
+// is computed from what the iface programmed; the time taken is printed
+// ("SYNCMEM-MEASURE peer_killed"). Soft-RoCE retries forever with a retry
+// count of 7 (rxe_comp.c): before syncmem kept it from that, this took the
+// stall check's 17 s and a reconnect as long again.
+class syncmem_peer_detect_test : public syncmem_peer_test {
+protected:
+    static ucs_log_func_rc_t
+    count_warnings(const char *file, unsigned line, const char *function,
+                   ucs_log_level_t level,
+                   const ucs_log_component_config_t *comp_conf,
+                   const char *message, va_list ap) {
+        if (level <= UCS_LOG_LEVEL_WARN) {
+            char buf[512];
+            vsnprintf(buf, sizeof(buf), message, ap);
+            s_warnings.push_back(std::string(file) + ":" +
+                                 std::to_string(line) + " " + buf);
+        }
+        return UCS_LOG_FUNC_RC_CONTINUE;
+    }
+
+    // expect_exp, expect_retries: what the iface must have programmed
+    // (the IB timeout exponent, the retry count), or -1 for any
+    void kill_with_requests_in_flight(const char *what, int expect_exp = -1,
+                                      int expect_retries = -1) {
+        uct_iface_h iface;
+        ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface));
+        const uct_syncmem_iface_t *si =
+                ucs_derived_of(iface, uct_syncmem_iface_t);
+        if (expect_exp >= 0) {
+            EXPECT_EQ(expect_exp, si->config.rc_timeout);
+        }
+        if (expect_retries >= 0) {
+            EXPECT_EQ(expect_retries, si->config.rc_retry_count);
+        }
+        double window = 4.096e-6 * (1ull << si->config.rc_timeout) *
+                        (si->config.rc_retry_count + 1);
+        // rxe's retransmit timer may fire a timeout late (it is pushed back,
+        // not reset), the handshake's last REQ waits CM_TIMEOUT, and the
+        // watchdog looks every quarter of its time: twice the window, one
+        // CM_TIMEOUT, and 2 s for an emulated guest
+        double bound = 2 * window +
+                       ucs_time_to_sec(si->config.reconnect_timeout) +
+                       ucs_time_to_sec(si->config.cm_timeout) + 2.0;
+        ASSERT_LT(si->config.rc_retry_count, 8u);
+
+        peer_proc *peer = start_peer();
+        ASSERT_NE(0u, peer->addr);
+        uct_ep_h ep = connect_to(iface, peer);
+        // connected: the kill finds requests on the QP, not a handshake
+        // (that fails after CM_TIMEOUT * (CM_RETRIES + 1), another path)
+        ASSERT_TRUE(wait_for("the handshake with the peer", [&] {
+            return !uct_syncmem_ep_connecting(ep);
+        }));
+        uct_rkey_bundle_t rkey;
+        ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, peer->rkey.data(),
+                                          &rkey));
+        std::vector<uint8_t> src(1 << 20, 1);
+        uct_mem_h memh;
+        ASSERT_EQ(UCS_OK, uct_md_mem_reg(m_md, src.data(), src.size(),
+                                         UCT_MD_MEM_ACCESS_ALL, &memh));
+        uct_iov_t iov = { src.data(), src.size(), memh, 0, 1 };
+        uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+
+        s_warnings.clear();
+        ucs_log_push_handler(count_warnings);
+        ucs_time_t killed = 0;
+        for (int posted = 0; posted < 16; ++posted) {
+            ucs_status_t status;
+            wait_bound room("resources to put to the peer");
+            while (((status = uct_ep_put_zcopy(ep, &iov, 1, peer->addr,
+                                               rkey.rkey, &comp)) ==
+                    UCS_ERR_NO_RESOURCE) && room()) {
+                uct_worker_progress(m_worker);
+            }
+            if (status != UCS_INPROGRESS) {
+                break;
+            }
+            ++comp.count;
+            if (posted == 4) {
+                kill_peer(peer);
+                killed = ucs_get_time();
+            }
+        }
+        --comp.count;
+        ASSERT_NE(0u, killed) << "the puts failed before the kill";
+
+        // the bound is the assertion; wait_bound only guards a hang
+        ucs_time_t deadline = killed + ucs_time_from_sec(bound);
+        wait_bound guard("the error for the killed peer");
+        while (m_errors.empty() && (ucs_get_time() < deadline) && guard()) {
+            uct_worker_progress(m_worker);
+        }
+        double took = ucs_time_to_sec(ucs_get_time() - killed);
+        printf("SYNCMEM-MEASURE peer_killed %s: endpoint error after %.2f s"
+               " (RC window %.3f s: timeout 4.096us*2^%u, %u retries;"
+               " RECONNECT_TIMEOUT %.1f s; bound %.2f s)\n", what, took,
+               window, si->config.rc_timeout, si->config.rc_retry_count,
+               ucs_time_to_sec(si->config.reconnect_timeout), bound);
+        if (m_errors.empty()) {
+            // past the bound: a failure; when it comes at all says why
+            ADD_FAILURE() << "no endpoint error " << took << " s after the"
+                          << " kill (bound " << bound << " s)";
+            while (m_errors.empty() && guard()) {
+                uct_worker_progress(m_worker);
+            }
+            printf("SYNCMEM-MEASURE peer_killed %s: the error came after"
+                   " %.2f s\n", what,
+                   ucs_time_to_sec(ucs_get_time() - killed));
+            ASSERT_FALSE(m_errors.empty());
+        }
+        EXPECT_EQ(ep, m_errors[0].first);
+        EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, m_errors[0].second);
+
+        wait_bound drained("the puts to the killed peer to complete");
+        while ((comp.count > 0) && drained()) {
+            uct_worker_progress(m_worker);
+        }
+        ucs_log_pop_handler();
+        EXPECT_NE(UCS_OK, comp.status);
+        EXPECT_TRUE(s_warnings.empty())
+                << s_warnings.size() << " warnings, the first: "
+                << s_warnings.front();
+        uct_rkey_release(m_component, &rkey);
+        uct_md_mem_dereg(m_md, memh);
+    }
+
+    static std::vector<std::string> s_warnings;
+};
+
+std::vector<std::string> syncmem_peer_detect_test::s_warnings;
+
+TEST_F(syncmem_peer_detect_test, killed_peer_with_defaults)
+{
+    kill_with_requests_in_flight("defaults");
+}
+
+struct scoped_setenv {
+    scoped_setenv(const char *name, const char *value) : m_name(name) {
+        setenv(name, value, 1);
+    }
+    ~scoped_setenv() { unsetenv(m_name.c_str()); }
+    std::string m_name;
+};
+
+// What UCX's UCP peer-failure tests set for rc transports (ucp_test.cc).
+TEST_F(syncmem_peer_detect_test, killed_peer_with_ucx_rc_settings)
+{
+    scoped_setenv timeout("UCX_RC_TIMEOUT", "10ms");
+    scoped_setenv retries("UCX_RC_RETRY_COUNT", "2");
+    // 10 ms is 4.096us * 2^12 rounded up
+    kill_with_requests_in_flight("UCX_RC_TIMEOUT=10ms UCX_RC_RETRY_COUNT=2",
+                                 12, 2);
 }
