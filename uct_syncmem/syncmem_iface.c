@@ -570,7 +570,8 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.keepalive_interval = config->keepalive_interval;
     self->config.rc_timeout         = uct_syncmem_rc_timeout_exp(config->rc.timeout);
     self->config.rc_retry_count     = uct_syncmem_config_rc_retry_count(
-            config->rc.retry_count, md->dev_attr.vendor_id == UCT_SYNCMEM_RXE_VENDOR_ID);
+            config->rc.retry_count,
+            dev->vendor_id == UCT_SYNCMEM_RXE_VENDOR_ID);
     self->config.rc_rnr_retry_count = config->rc_rnr_retry_count;
     self->config.max_rd_atomic      = ucs_min(16, ucs_min(dev->max_qp_rd_atom,
                                                           dev->max_qp_init_rd_atom));
