@@ -530,23 +530,16 @@ uct_syncmem_ep_post_nop(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 static inline void uct_syncmem_ep_fence_nop(uct_syncmem_iface_t *iface,
                                             uct_syncmem_ep_t *ep)
 {
-    uct_syncmem_replay_gap_t gap;
-    ucs_status_t status;
-
     if (!ep->fence_nop || (ep->state != UCT_SYNCMEM_EP_CONNECTED)) {
         return;
     }
 
-    if (uct_syncmem_replay_gap_open(ep, &gap) == UCS_OK) {
-        status = uct_syncmem_ep_post_nop(iface, ep);
-        uct_syncmem_replay_gap_close(ep, &gap, status);
-        ep->fence_nop = (status != UCS_OK);
-    }
-    if (ep->fence_nop) {
+    if (UCT_SYNCMEM_EP_POST_STEP(ep, uct_syncmem_ep_post_nop(iface, ep)) ==
+        UCS_OK) {
+        ep->fence_nop = 0;
+    } else {
         iface->fence_due = 1;
         iface->check_due = 1;
-    } else {
-        uct_syncmem_ep_ring(ep);
     }
 }
 

@@ -15,6 +15,8 @@ int uct_syncmem_ep_connecting(uct_ep_h ep); /* syncmem_hooks.h */
 }
 
 #include <chrono>
+#include <cstdarg>
+#include <mutex>
 #include <cstdlib>
 #include <deque>
 #include <algorithm>
@@ -65,6 +67,60 @@ private:
     double                                m_seconds;
     std::chrono::steady_clock::time_point m_deadline;
     bool                                  m_expired = false;
+};
+
+// The warnings (and worse) UCX logs while one exists, each as "file:line
+// message": UCX's own tests count one as a failure, and so do ours where a
+// failure is expected (a dead peer, a burst of connections). The async
+// thread logs too, hence the lock.
+class warning_log {
+public:
+    warning_log() {
+        std::lock_guard<std::mutex> guard(lock());
+        messages().clear();
+        ucs_log_push_handler(record);
+    }
+    ~warning_log() { ucs_log_pop_handler(); }
+
+    std::vector<std::string> seen() const {
+        std::lock_guard<std::mutex> guard(lock());
+        return messages();
+    }
+
+    // "": none; else how many, and the first
+    std::string summary() const {
+        std::vector<std::string> m = seen();
+        return m.empty() ? "" : std::to_string(m.size()) +
+                                " warnings, the first: " + m.front();
+    }
+
+private:
+    static std::mutex &lock() {
+        static std::mutex m;
+        return m;
+    }
+    static std::vector<std::string> &messages() {
+        static std::vector<std::string> v;
+        return v;
+    }
+    static ucs_log_func_rc_t record(const char *file, unsigned line,
+                                    const char *function,
+                                    ucs_log_level_t level,
+                                    const ucs_log_component_config_t *comp,
+                                    const char *message, va_list ap) {
+        char buf[512];
+        va_list copy;
+
+        if (level <= UCS_LOG_LEVEL_WARN) {
+            va_copy(copy, ap);
+            vsnprintf(buf, sizeof(buf), message, copy);
+            va_end(copy);
+            std::lock_guard<std::mutex> guard(lock());
+            messages().push_back(std::string(file) + ":" +
+                                 std::to_string(line) + " " + buf);
+        }
+        return UCS_LOG_FUNC_RC_CONTINUE;
+    }
 };
 
 class syncmem_test : public testing::Test {

@@ -169,33 +169,6 @@ TEST_F(syncmem_flood_test, iface_serves_real_peers_under_a_flood)
     }
 }
 
-namespace {
-
-std::atomic<unsigned> g_warnings{0};
-std::mutex            g_first_lock;
-std::string           g_first_warning;
-
-ucs_log_func_rc_t warn_counter(const char *file, unsigned line,
-                               const char *function, ucs_log_level_t level,
-                               const ucs_log_component_config_t *comp,
-                               const char *message, va_list ap)
-{
-    char buf[512];
-    va_list copy;
-
-    if (level <= UCS_LOG_LEVEL_WARN) {
-        va_copy(copy, ap);
-        vsnprintf(buf, sizeof(buf), message, copy);
-        va_end(copy);
-        if (g_warnings++ == 0) {
-            std::lock_guard<std::mutex> guard(g_first_lock);
-            g_first_warning = buf;
-        }
-    }
-    return UCS_LOG_FUNC_RC_CONTINUE;
-}
-
-} // namespace
 
 // A live process opening more endpoints to one iface at once than it may
 // hold half-open there, and more than the target keeps for room: the
@@ -214,8 +187,7 @@ TEST_F(syncmem_rma_test, connect_burst_is_not_warned_about)
     uint64_t *words = reinterpret_cast<uint64_t*>(dst->data.data());
     std::vector<uct_ep_h> eps;
 
-    g_warnings = 0;
-    ucs_log_push_handler(warn_counter);
+    std::unique_ptr<warning_log> warnings(new warning_log);
     for (unsigned i = 0; i < num_eps; ++i) {
         eps.push_back(connect(from, to, false)); // all at once
         ASSERT_NE(nullptr, eps.back());
@@ -235,10 +207,10 @@ TEST_F(syncmem_rma_test, connect_burst_is_not_warned_about)
     while (ucs_get_time() < until) {
         progress();
     }
-    ucs_log_pop_handler();
+    std::string warned = warnings->summary();
+    warnings.reset();
     EXPECT_TRUE(m_errors.empty());
-    std::lock_guard<std::mutex> guard(g_first_lock);
-    EXPECT_EQ(0u, g_warnings.load()) << "first: " << g_first_warning;
+    EXPECT_EQ("", warned);
     EXPECT_GT(uct_syncmem_iface_refused(to), 0u)
             << "nothing was refused: the burst tested nothing";
 }

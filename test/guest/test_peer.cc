@@ -112,6 +112,19 @@ protected:
         return p;
     }
 
+    // put_zcopy to the peer, waiting (bounded) for room
+    ucs_status_t put_zcopy(uct_ep_h ep, const uct_iov_t *iov, uint64_t addr,
+                           uct_rkey_t rkey, uct_completion_t *comp) {
+        ucs_status_t status;
+        wait_bound room("resources to put to the peer");
+
+        while (((status = uct_ep_put_zcopy(ep, iov, 1, addr, rkey, comp)) ==
+                UCS_ERR_NO_RESOURCE) && room()) {
+            uct_worker_progress(m_worker);
+        }
+        return status;
+    }
+
     void kill_peer(peer_proc *p) {
         kill(p->pid, SIGKILL);
         waitpid(p->pid, NULL, 0);
@@ -150,12 +163,8 @@ TEST_F(syncmem_peer_test, killed_peer_fails_outstanding_ops_and_ep)
     // keep transfers in flight, kill the peer in the middle of them
     int posted = 0;
     for (; posted < 40; ++posted) {
-        ucs_status_t status;
-        wait_bound bound("resources to put to the peer");
-        while (((status = uct_ep_put_zcopy(ep, &iov, 1, peer->addr, rkey.rkey,
-                                          &comp)) == UCS_ERR_NO_RESOURCE) && bound()) {
-            uct_worker_progress(m_worker);
-        }
+        ucs_status_t status = put_zcopy(ep, &iov, peer->addr, rkey.rkey,
+                                        &comp);
         if (status != UCS_INPROGRESS) {
             break;
         }
@@ -272,20 +281,6 @@ TEST_F(syncmem_peer_test, keepalive_releases_connection_of_killed_peer)
 // stall check's 17 s and a reconnect as long again.
 class syncmem_peer_detect_test : public syncmem_peer_test {
 protected:
-    static ucs_log_func_rc_t
-    count_warnings(const char *file, unsigned line, const char *function,
-                   ucs_log_level_t level,
-                   const ucs_log_component_config_t *comp_conf,
-                   const char *message, va_list ap) {
-        if (level <= UCS_LOG_LEVEL_WARN) {
-            char buf[512];
-            vsnprintf(buf, sizeof(buf), message, ap);
-            s_warnings.push_back(std::string(file) + ":" +
-                                 std::to_string(line) + " " + buf);
-        }
-        return UCS_LOG_FUNC_RC_CONTINUE;
-    }
-
     // expect_exp, expect_retries: what the iface must have programmed
     // (the IB timeout exponent, the retry count), or -1 for any
     void kill_with_requests_in_flight(const char *what, int expect_exp = -1,
@@ -329,17 +324,11 @@ protected:
         uct_iov_t iov = { src.data(), src.size(), memh, 0, 1 };
         uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
 
-        s_warnings.clear();
-        ucs_log_push_handler(count_warnings);
+        std::unique_ptr<warning_log> warnings(new warning_log);
         ucs_time_t killed = 0;
         for (int posted = 0; posted < 16; ++posted) {
-            ucs_status_t status;
-            wait_bound room("resources to put to the peer");
-            while (((status = uct_ep_put_zcopy(ep, &iov, 1, peer->addr,
-                                               rkey.rkey, &comp)) ==
-                    UCS_ERR_NO_RESOURCE) && room()) {
-                uct_worker_progress(m_worker);
-            }
+            ucs_status_t status = put_zcopy(ep, &iov, peer->addr, rkey.rkey,
+                                            &comp);
             if (status != UCS_INPROGRESS) {
                 break;
             }
@@ -383,19 +372,14 @@ protected:
         while ((comp.count > 0) && drained()) {
             uct_worker_progress(m_worker);
         }
-        ucs_log_pop_handler();
+        std::string warned = warnings->summary();
+        warnings.reset();
         EXPECT_NE(UCS_OK, comp.status);
-        EXPECT_TRUE(s_warnings.empty())
-                << s_warnings.size() << " warnings, the first: "
-                << s_warnings.front();
+        EXPECT_EQ("", warned);
         uct_rkey_release(m_component, &rkey);
         uct_md_mem_dereg(m_md, memh);
     }
-
-    static std::vector<std::string> s_warnings;
 };
-
-std::vector<std::string> syncmem_peer_detect_test::s_warnings;
 
 TEST_F(syncmem_peer_detect_test, killed_peer_with_defaults)
 {

@@ -29,6 +29,17 @@ ucs_status_t read_config(uct_syncmem_iface_config_t *config)
     return uct_syncmem_config_fill(config, &uct_syncmem_tl.config);
 }
 
+// The RC settings the environment gives now: timeout (s) and retry count.
+void expect_rc(double timeout, unsigned retries)
+{
+    uct_syncmem_iface_config_t config;
+
+    ASSERT_EQ(UCS_OK, read_config(&config));
+    EXPECT_DOUBLE_EQ(timeout, config.rc.timeout);
+    EXPECT_EQ(retries, config.rc.retry_count);
+    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+}
+
 } // namespace
 
 TEST(config, defaults_are_auto)
@@ -120,47 +131,26 @@ TEST(config, pkey_sl_and_traffic_class)
 // (syncmem_config.c, uct_syncmem_rc_config_table).
 TEST(config, rc_settings_inherit_ucx_rc_and_syncmem_wins)
 {
-    uct_syncmem_iface_config_t config;
-
-    ASSERT_EQ(UCS_OK, read_config(&config));
-    EXPECT_DOUBLE_EQ(0.067, config.rc.timeout);
-    EXPECT_EQ(7u, config.rc.retry_count);
-    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
-
+    expect_rc(0.067, 7);
     {
         scoped_env timeout("UCX_RC_TIMEOUT", "10ms");
         scoped_env retries("UCX_RC_RETRY_COUNT", "2");
-        ASSERT_EQ(UCS_OK, read_config(&config));
-        EXPECT_DOUBLE_EQ(0.010, config.rc.timeout);
-        EXPECT_EQ(2u, config.rc.retry_count);
-        ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+        expect_rc(0.010, 2);
 
         // both set: syncmem's own win, each on its own
         scoped_env own("UCX_SYNCMEM_RC_TIMEOUT", "1s");
-        ASSERT_EQ(UCS_OK, read_config(&config));
-        EXPECT_DOUBLE_EQ(1.0, config.rc.timeout);
-        EXPECT_EQ(2u, config.rc.retry_count);
-        ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
-
+        expect_rc(1.0, 2);
         scoped_env own_retries("UCX_SYNCMEM_RC_RETRY_COUNT", "5");
-        ASSERT_EQ(UCS_OK, read_config(&config));
-        EXPECT_DOUBLE_EQ(1.0, config.rc.timeout);
-        EXPECT_EQ(5u, config.rc.retry_count);
-        ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+        expect_rc(1.0, 5);
     }
 
     // syncmem's alone
     scoped_env own("UCX_SYNCMEM_RC_RETRY_COUNT", "3");
-    ASSERT_EQ(UCS_OK, read_config(&config));
-    EXPECT_DOUBLE_EQ(0.067, config.rc.timeout);
-    EXPECT_EQ(3u, config.rc.retry_count);
-    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+    expect_rc(0.067, 3);
 
     // the rc transports' own prefix is theirs alone
     scoped_env verbs("UCX_RC_VERBS_TIMEOUT", "2s");
-    ASSERT_EQ(UCS_OK, read_config(&config));
-    EXPECT_DOUBLE_EQ(0.067, config.rc.timeout);
-    ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
+    expect_rc(0.067, 3);
 }
 
 // A retry count of 7 is never programmed where the device retries forever
