@@ -171,9 +171,11 @@ void uct_syncmem_cm_send_req(uct_syncmem_ep_t *ep)
                                                 uct_syncmem_iface_t);
 
     ep->cm.next_retry = ucs_get_time() + iface->config.cm_timeout;
+    ep->cm.busy       = 0;
     uct_syncmem_cm_send_ep(ep, UCT_SYNCMEM_CM_REQ, ep->qp->qp_num,
                            (ep->reconnect.resume ? UCT_SYNCMEM_CM_F_RESUME :
-                                                   0) | UCT_SYNCMEM_CM_F_RTU);
+                                                   0) |
+                           UCT_SYNCMEM_CM_F_RTU | UCT_SYNCMEM_CM_F_V3);
 }
 
 /* Called with the async lock held, once ep's QP is connected: if the REP
@@ -194,6 +196,8 @@ ucs_status_t uct_syncmem_cm_connect(uct_syncmem_ep_t *ep)
 
     ep->cm.conn_id      = ++iface->cm.next_conn_id;
     ep->cm.retries_left = iface->config.cm_retries;
+    ep->cm.busy_left    = iface->config.cm_retries *
+                          UCT_SYNCMEM_CM_BUSY_FACTOR;
     ep->cm.rep          = UCT_SYNCMEM_CM_REP_NONE;
     uct_syncmem_cm_send_req(ep);
     return UCS_OK;
@@ -290,6 +294,7 @@ static void uct_syncmem_cm_passive_replace(uct_syncmem_iface_t *iface,
         p->gen     = msg->gen;
         p->resumed = 1;
         p->stopped = 0;
+        p->peer    = *peer;
         uct_syncmem_cm_send_rep(iface, p, peer);
         return;
     }
@@ -307,6 +312,7 @@ static void uct_syncmem_cm_passive_replace(uct_syncmem_iface_t *iface,
     uct_syncmem_cm_passive_replaced(iface, p, msg, qp->qp_num);
     p->stopped    = (status == UCS_OK);
     p->old_rq_psn = rq_psn;
+    p->peer       = *peer;
     ibv_destroy_qp(p->qp);
     p->qp = qp;
     uct_syncmem_cm_send_rep(iface, p, peer);
@@ -329,7 +335,8 @@ static void uct_syncmem_cm_accept(uct_syncmem_iface_t *iface,
     if (uct_syncmem_cm_passive_qp(iface, peer, msg->rc_qpn, &p->qp) != UCS_OK) {
         goto err_free;
     }
-    p->qpn = p->qp->qp_num;
+    p->qpn  = p->qp->qp_num;
+    p->peer = *peer;
     uct_syncmem_cm_passive_insert(iface, p, msg);
     ucs_debug("syncmem: iface 0x%" PRIx64 " accepted connection %" PRIu64
               " from iface 0x%" PRIx64 ": QP 0x%x <-> 0x%x", iface->id,
@@ -434,6 +441,17 @@ static int uct_syncmem_cm_act(uct_syncmem_iface_t *iface,
         p->ready = 1; /* if no probe can go now, the next one will */
         (void)uct_syncmem_cm_probe_post(iface, p);
         break;
+    case UCT_SYNCMEM_CM_PEER_BUSY:
+        ep->cm.busy = 1; /* the next RESEND is not counted */
+        ++iface->cm.busy_total;
+        break;
+    case UCT_SYNCMEM_CM_PEER_GONE:
+        /* progress fails it when its reconnect starts or if it has */
+        ep->cm.peer_gone = 1;
+        ucs_diag("syncmem: ep %p: iface 0x%" PRIx64 " closed; the endpoint"
+                 " fails at its next failed request, with no reconnect", ep,
+                 msg->src_iface_id);
+        break;
     case UCT_SYNCMEM_CM_DROP:
         ucs_debug("syncmem: iface 0x%" PRIx64 " dropped CM message %u of"
                   " connection %" PRIu64 " from iface 0x%" PRIx64
@@ -442,6 +460,28 @@ static int uct_syncmem_cm_act(uct_syncmem_iface_t *iface,
         break;
     }
     return 1;
+}
+
+/* Async context: a REQ refused for room (kept or not) is answered BUSY,
+ * so that its initiator does not count the try. Only to an initiator that
+ * knows BUSY, only over an address handle made already (by an earlier
+ * connection of that host: a flood of REQs naming new addresses gets no
+ * answer and costs no AH), and only while the send queue is less than
+ * half full: the REPs that make room go first. */
+static void uct_syncmem_cm_send_busy(uct_syncmem_iface_t *iface,
+                                     const uct_syncmem_cm_msg_t *req,
+                                     const uct_syncmem_port_t *peer)
+{
+    uct_syncmem_cm_msg_t busy;
+
+    if (!(req->flags & UCT_SYNCMEM_CM_F_V3) ||
+        (iface->cm.sends_posted >= UCT_SYNCMEM_CM_SENDS / 2) ||
+        (uct_syncmem_ah_find(iface, peer) == NULL)) {
+        return;
+    }
+    uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_BUSY, req->src_iface_id,
+                            req->conn_id, req->gen, 0, &busy);
+    uct_syncmem_cm_send(iface, peer, req->src_cm_qpn, &busy);
 }
 
 /* Async context: one received message (buf after the GRH). */
@@ -462,11 +502,14 @@ static void uct_syncmem_cm_handle_msg(uct_syncmem_iface_t *iface,
         ++iface->cm.malformed;
         return;
     }
-    if (!uct_syncmem_cm_act(iface, &msg, &peer) &&
-        !uct_syncmem_cm_defer(iface, &msg, &peer)) {
+    if (uct_syncmem_cm_act(iface, &msg, &peer)) {
+        return;
+    }
+    if (!uct_syncmem_cm_defer(iface, &msg, &peer)) {
         ++iface->cm.refused;
         ++iface->cm.refused_total;
     }
+    uct_syncmem_cm_send_busy(iface, &msg, &peer);
 }
 
 /* Async context: the REQs kept for room (uct_syncmem_cm_defer), in the
@@ -658,6 +701,7 @@ ucs_status_t uct_syncmem_cm_init(uct_syncmem_iface_t *iface)
     iface->cm.malformed     = 0;
     iface->cm.refused       = 0;
     iface->cm.refused_total = 0;
+    iface->cm.busy_total    = 0;
     iface->cm.confirmed     = 0;
     iface->cm.refuse_writes = 0;
     memset(&iface->cm.flood, 0, sizeof(iface->cm.flood));
@@ -755,6 +799,62 @@ err_channel:
     return status;
 }
 
+/* Until at most max sends are in flight, or the deadline; the async
+ * handler is gone, so nothing else polls. Receives and keepalive writes
+ * polled here are dropped: the iface closes. */
+static void uct_syncmem_cm_sends_wait(uct_syncmem_iface_t *iface, unsigned max,
+                                      ucs_time_t deadline)
+{
+    struct ibv_wc wc[8];
+    int i, n;
+
+    while ((iface->cm.sends_posted > max) && (ucs_get_time() < deadline)) {
+        n = ibv_poll_cq(iface->cm.cq, ucs_static_array_size(wc), wc);
+        for (i = 0; i < n; ++i) {
+            if ((wc[i].qp_num == iface->cm.qp->qp_num) &&
+                (wc[i].wr_id >= UCT_SYNCMEM_CM_RECVS)) {
+                --iface->cm.sends_posted;
+            }
+        }
+        if (n < 0) {
+            break;
+        }
+    }
+}
+
+/*
+ * Tells each initiator that knows GONE that this iface closes, so that its
+ * endpoint does not try to reconnect to it for RECONNECT_TIMEOUT. Before
+ * the passive QPs go: the initiator learns it before its requests fail.
+ * The sends get a bounded time to leave (a datagram, best effort: one that
+ * does not leave costs the initiator its reconnect deadline, as a process
+ * that is killed does).
+ */
+static void uct_syncmem_cm_say_gone(uct_syncmem_iface_t *iface)
+{
+    ucs_time_t deadline = ucs_get_time() + ucs_time_from_msec(100);
+    uct_syncmem_cm_passive_t *p;
+    uct_syncmem_cm_msg_t msg;
+    unsigned sent = 0;
+
+    ucs_list_for_each(p, &iface->cm.passive, list) {
+        if (!p->gone) {
+            continue;
+        }
+        uct_syncmem_cm_sends_wait(iface, UCT_SYNCMEM_CM_SENDS - 1, deadline);
+        uct_syncmem_cm_msg_init(iface, UCT_SYNCMEM_CM_GONE, p->peer_iface_id,
+                                p->conn_id, p->gen, 0, &msg);
+        uct_syncmem_cm_send(iface, &p->peer, p->peer_cm_qpn, &msg);
+        ++sent;
+    }
+    uct_syncmem_cm_sends_wait(iface, 0, deadline);
+    if (sent > 0) {
+        ucs_debug("syncmem: iface 0x%" PRIx64 " closes: told %u initiators,"
+                  " %u datagrams still in flight", iface->id, sent,
+                  iface->cm.sends_posted);
+    }
+}
+
 void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
 {
     uct_syncmem_cm_passive_t *p, *tmp;
@@ -765,6 +865,7 @@ void uct_syncmem_cm_cleanup(uct_syncmem_iface_t *iface)
     }
     ucs_async_remove_handler(iface->cm.channel->fd, 1);
 
+    uct_syncmem_cm_say_gone(iface);
     ucs_list_for_each_safe(p, tmp, &iface->cm.passive, list) {
         uct_syncmem_cm_passive_destroy(iface, p, 0);
     }

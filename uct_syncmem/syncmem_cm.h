@@ -71,6 +71,8 @@ typedef struct uct_syncmem_cm {
     unsigned         malformed;      /* messages no peer sends, ditto */
     unsigned         refused;        /* REQs refused, not yet reported */
     unsigned         refused_total;  /* ...and ever (a test hook reads it) */
+    unsigned         busy_total;     /* BUSY answers our endpoints took,
+                                        ever (a test hook reads it) */
     unsigned         confirmed;      /* half-open connections confirmed */
     uct_syncmem_cm_flood_t flood;    /* what the reports saw */
     int              fault_id;       /* FAULT_QP_ERROR timer; -1: none */
@@ -94,13 +96,21 @@ void uct_syncmem_cm_send_rtu(uct_syncmem_ep_t *ep);
 #define UCT_SYNCMEM_CM_TOMBS    4096
 /* REQs kept for room, per CM_MAX_HALF_OPEN (uct_syncmem_cm_defer) */
 #define UCT_SYNCMEM_CM_DEFER_FACTOR 8
+/* A REQ answered BUSY is not counted against CM_RETRIES, up to this many
+ * times CM_RETRIES: a target that answers is alive and takes the REQ once
+ * it has room, but one that never has room must not hold an endpoint
+ * forever. */
+#define UCT_SYNCMEM_CM_BUSY_FACTOR  8
 #define UCT_SYNCMEM_QPN_MAX     0xffffffu   /* QP numbers are 24 bits */
 
 enum {
     UCT_SYNCMEM_CM_REQ  = 1,
     UCT_SYNCMEM_CM_REP  = 2,
     UCT_SYNCMEM_CM_DREQ = 3,
-    UCT_SYNCMEM_CM_RTU  = 4  /* ready to use: the initiator's QP is at RTS */
+    UCT_SYNCMEM_CM_RTU  = 4, /* ready to use: the initiator's QP is at RTS */
+    UCT_SYNCMEM_CM_GONE = 5, /* the target's iface closes: its connections
+                                are gone for good, reconnecting is futile */
+    UCT_SYNCMEM_CM_BUSY = 6  /* REQ refused for room: alive, ask again */
 };
 
 /* REQ of a reconnect: the initiator kept the QP the passive QP is
@@ -118,6 +128,14 @@ enum {
  * not yet at RTR is retried after the RC timeout, and fails if that is
  * short and the initiator slow (a connection storm). */
 #define UCT_SYNCMEM_CM_F_RTU      UCS_BIT(2)
+/* REQ: the initiator knows wire version 3's GONE and BUSY (an older one
+ * would count them malformed). A target whose iface closes sends one GONE
+ * to each such initiator, so that its endpoint fails at the first failed
+ * request instead of trying to reconnect for RECONNECT_TIMEOUT (best
+ * effort: a process that is killed sends nothing, and is found by the
+ * reconnect's deadline). A target that refuses a REQ for room answers
+ * BUSY, so that the try is not counted against CM_RETRIES. */
+#define UCT_SYNCMEM_CM_F_V3       UCS_BIT(3)
 
 typedef struct UCS_S_PACKED uct_syncmem_cm_msg {
     uint8_t                type;
@@ -154,6 +172,8 @@ typedef struct uct_syncmem_cm_passive {
     uint8_t         stopped;     /* ...or replaced old_qpn, stopped at */
     uint8_t         rtu;         /* its initiator sends an RTU... */
     uint8_t         ready;       /* ...which came: probing is safe */
+    uint8_t         gone;        /* its initiator knows GONE (F_V3)... */
+    uct_syncmem_port_t peer;     /* ...and is there, when the iface closes */
     ucs_time_t      accepted;    /* when its QP was made */
     uint32_t        old_qpn;
     uint32_t        old_rq_psn;  /* ...this PSN: its REP says so */
@@ -189,7 +209,9 @@ typedef enum {
     UCT_SYNCMEM_CM_REPLACE,  /* REQ of a later generation: a new QP */
     UCT_SYNCMEM_CM_REPLIED,  /* REP for an endpoint that is connecting */
     UCT_SYNCMEM_CM_RELEASE,  /* DREQ: the initiator closed its endpoint */
-    UCT_SYNCMEM_CM_PROBE     /* RTU: probe the half-open connection now */
+    UCT_SYNCMEM_CM_PROBE,    /* RTU: probe the half-open connection now */
+    UCT_SYNCMEM_CM_PEER_GONE, /* GONE for an endpoint of ours */
+    UCT_SYNCMEM_CM_PEER_BUSY  /* BUSY for one of ours that connects */
 } uct_syncmem_cm_action_t;
 
 /* A message from this iface (flags 0). */

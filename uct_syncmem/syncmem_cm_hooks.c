@@ -41,6 +41,13 @@ unsigned uct_syncmem_iface_refused(uct_iface_h tl_iface)
     return iface->cm.refused_total; /* one word, written by the async thread */
 }
 
+unsigned uct_syncmem_iface_busy_answers(uct_iface_h tl_iface)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(tl_iface, uct_syncmem_iface_t);
+
+    return iface->cm.busy_total; /* one word, written by the async thread */
+}
+
 ucs_status_t uct_syncmem_iface_inject_refusal(uct_iface_h tl_iface,
                                               int persist)
 {

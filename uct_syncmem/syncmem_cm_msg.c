@@ -54,7 +54,7 @@ ucs_status_t uct_syncmem_cm_msg_parse(const uct_syncmem_iface_t *iface,
         msg->flags &= ~UCT_SYNCMEM_CM_F_RQ_PSN;
     }
 
-    if ((msg->type < UCT_SYNCMEM_CM_REQ) || (msg->type > UCT_SYNCMEM_CM_RTU) ||
+    if ((msg->type < UCT_SYNCMEM_CM_REQ) || (msg->type > UCT_SYNCMEM_CM_BUSY) ||
         (msg->src_cm_qpn != src_qp)) {
         return UCS_ERR_INVALID_PARAM; /* no peer sends that */
     }
@@ -62,8 +62,10 @@ ucs_status_t uct_syncmem_cm_msg_parse(const uct_syncmem_iface_t *iface,
         return UCS_ERR_INVALID_ADDR;  /* for an iface gone from this QP */
     }
 
-    /* QP numbers 0 and 1 are the management QPs, never an RC QP */
-    if ((msg->type != UCT_SYNCMEM_CM_DREQ) &&
+    /* REQ, REP and RTU name an RC QP: never 0 or 1, the management QPs */
+    if (((msg->type == UCT_SYNCMEM_CM_REQ) ||
+         (msg->type == UCT_SYNCMEM_CM_REP) ||
+         (msg->type == UCT_SYNCMEM_CM_RTU)) &&
         ((msg->rc_qpn < 2) || (msg->rc_qpn > UCT_SYNCMEM_QPN_MAX))) {
         return UCS_ERR_INVALID_PARAM;
     }
@@ -124,6 +126,23 @@ uct_syncmem_cm_decide_req(uct_syncmem_iface_t *iface,
                                   UCT_SYNCMEM_CM_REPLACE;
 }
 
+/* The endpoint of ours a REP or GONE is about: the connection, from the
+ * CM QP it was asked of; NULL if none. */
+static uct_syncmem_ep_t *
+uct_syncmem_cm_find_ep(uct_syncmem_iface_t *iface,
+                       const uct_syncmem_cm_msg_t *msg)
+{
+    uct_syncmem_ep_t *ep;
+
+    ucs_list_for_each(ep, &iface->eps, list) {
+        if ((ep->cm.conn_id == msg->conn_id) &&
+            (ep->cm.peer_iface_id == msg->src_iface_id)) {
+            return (ep->cm.peer_cm_qpn == msg->src_cm_qpn) ? ep : NULL;
+        }
+    }
+    return NULL;
+}
+
 /* A REP is believed once per generation, from the iface the endpoint
  * asked, for the generation it asked about. */
 static uct_syncmem_cm_action_t
@@ -131,23 +150,16 @@ uct_syncmem_cm_decide_rep(uct_syncmem_iface_t *iface,
                           const uct_syncmem_cm_msg_t *msg,
                           uct_syncmem_ep_t **ep_p)
 {
-    uct_syncmem_ep_t *ep;
+    uct_syncmem_ep_t *ep = uct_syncmem_cm_find_ep(iface, msg);
 
-    ucs_list_for_each(ep, &iface->eps, list) {
-        if ((ep->cm.conn_id == msg->conn_id) &&
-            (ep->cm.peer_iface_id == msg->src_iface_id)) {
-            /* not the state: the REP may come before the endpoint that
-             * sent the REQ has marked itself connecting */
-            if ((ep->cm.gen != msg->gen) ||
-                (ep->cm.peer_cm_qpn != msg->src_cm_qpn) ||
-                (ep->cm.rep != UCT_SYNCMEM_CM_REP_NONE)) {
-                return UCT_SYNCMEM_CM_DROP;
-            }
-            *ep_p = ep;
-            return UCT_SYNCMEM_CM_REPLIED;
-        }
+    /* not the state: the REP may come before the endpoint that sent the
+     * REQ has marked itself connecting */
+    if ((ep == NULL) || (ep->cm.gen != msg->gen) ||
+        (ep->cm.rep != UCT_SYNCMEM_CM_REP_NONE)) {
+        return UCT_SYNCMEM_CM_DROP;
     }
-    return UCT_SYNCMEM_CM_DROP;
+    *ep_p = ep;
+    return UCT_SYNCMEM_CM_REPLIED;
 }
 
 uct_syncmem_cm_action_t uct_syncmem_cm_decide(uct_syncmem_iface_t *iface,
@@ -156,6 +168,7 @@ uct_syncmem_cm_action_t uct_syncmem_cm_decide(uct_syncmem_iface_t *iface,
                                               uct_syncmem_ep_t **ep_p)
 {
     uct_syncmem_cm_passive_t *p;
+    uct_syncmem_ep_t *ep;
     unsigned from_sender;
 
     *p_p  = NULL;
@@ -180,6 +193,20 @@ uct_syncmem_cm_action_t uct_syncmem_cm_decide(uct_syncmem_iface_t *iface,
         }
         *p_p = p;
         return UCT_SYNCMEM_CM_PROBE;
+    case UCT_SYNCMEM_CM_GONE:
+        /* any generation: the iface is gone for all of them */
+        *ep_p = uct_syncmem_cm_find_ep(iface, msg);
+        return (*ep_p != NULL) ? UCT_SYNCMEM_CM_PEER_GONE :
+                                 UCT_SYNCMEM_CM_DROP;
+    case UCT_SYNCMEM_CM_BUSY:
+        /* about this generation's REQ, not answered yet */
+        ep = uct_syncmem_cm_find_ep(iface, msg);
+        if ((ep == NULL) || (ep->cm.gen != msg->gen) ||
+            (ep->cm.rep != UCT_SYNCMEM_CM_REP_NONE)) {
+            return UCT_SYNCMEM_CM_DROP;
+        }
+        *ep_p = ep;
+        return UCT_SYNCMEM_CM_PEER_BUSY;
     default:
         return UCT_SYNCMEM_CM_DROP;
     }
@@ -220,6 +247,7 @@ void uct_syncmem_cm_passive_insert(uct_syncmem_iface_t *iface,
     p->confirmed     = 0;
     p->resumed       = 0;
     p->rtu           = !!(msg->flags & UCT_SYNCMEM_CM_F_RTU);
+    p->gone          = !!(msg->flags & UCT_SYNCMEM_CM_F_V3);
     p->ready         = 0;
     p->accepted      = ucs_get_time();
     ucs_list_add_tail(&iface->cm.passive, &p->list);

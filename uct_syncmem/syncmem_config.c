@@ -223,7 +223,8 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
 
     {"RECONNECT_TIMEOUT", "5s",
      "How long an endpoint tries to reconnect before it fails with\n"
-     "UCS_ERR_ENDPOINT_TIMEOUT. A dead peer is detected only after this.\n"
+     "UCS_ERR_ENDPOINT_TIMEOUT. A peer process that died is found only after\n"
+     "this; one that closed its iface says so, and is not reconnected to.\n"
      "A reconnect that RC_STALL_TIMEOUT started tries at least as long as that\n"
      "stall was allowed: the peer answered late, and may be slow to answer the\n"
      "handshake too. 'inf': until it succeeds.",

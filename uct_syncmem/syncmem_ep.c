@@ -67,6 +67,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     self->tx.sig_sn        = 1; /* idle: the first request is signalled */
     self->tx.rung_sn       = 0;
     self->cm.gen           = 0;
+    self->cm.peer_gone     = 0;
     ucs_list_head_init(&self->db_list);
     ucs_queue_head_init(&self->tx.outstanding);
     ucs_arbiter_group_init(&self->arb_group);

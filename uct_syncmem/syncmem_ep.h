@@ -71,6 +71,7 @@ struct uct_syncmem_ep {
         uct_syncmem_port_t peer;        /* the peer's port, unpacked */
         ucs_time_t       next_retry;
         unsigned         retries_left;
+        unsigned         busy_left;     /* tries not counted: BUSY answers */
         uint32_t         peer_rc_qpn;   /* from the REP */
         uint32_t         rep_rq_psn;    /* ...where the replaced passive QP
                                            stopped, if rep_stopped */
@@ -79,6 +80,9 @@ struct uct_syncmem_ep {
         uint16_t         gen;           /* bumped by each reconnect */
         volatile uint8_t rep;           /* UCT_SYNCMEM_CM_REP_*: set by the
                                            async handler, taken by progress */
+        volatile uint8_t peer_gone;     /* the peer's iface said it closed
+                                           (CM GONE): never reconnect */
+        volatile uint8_t busy;          /* the last REQ was answered BUSY */
     } cm;
     struct ibv_send_wr   *bad_wr;       /* ibv_post_send's, never read */
 };

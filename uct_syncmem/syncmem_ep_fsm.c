@@ -28,6 +28,8 @@
  *   CANCEL          CANCEL          CANCEL          -
  *                   >FAILED         >FAILED
  *   DESTROY         >FAILED         >FAILED         -
+ *   GONE            FAIL            -               -
+ *                   >FAILED
  *
  *   event \ state   RECONN_WAIT_BOTH  RECONN_WAIT_REP   RECONN_DRAIN_NEW  RECONN_DRAIN_RESUME
  *   REP             (r)               (f)               -                 -
@@ -45,13 +47,16 @@
  *   CANCEL          CANCEL_PURGE      CANCEL_PURGE      CANCEL_PURGE      CANCEL_PURGE
  *                   >FAILED           >FAILED           >FAILED           >FAILED
  *   DESTROY         >FAILED           >FAILED           >FAILED           >FAILED
+ *   GONE            FAIL_PURGE        FAIL_PURGE        FAIL_PURGE        FAIL_PURGE
+ *                   >FAILED           >FAILED           >FAILED           >FAILED
  *
  *   (c) nothing until CM_TIMEOUT has passed since the last REQ; then RESEND
  *       while tries are left (CM_RETRIES), else FAIL >FAILED
  *       (UCS_ERR_ENDPOINT_TIMEOUT).
- *   (e) reconnect on and a recoverable error (the link broke, or the
- *       peer refused a request the first time): START >RECONN_WAIT_BOTH.
- *       Otherwise FAIL >FAILED, with the completion's status.
+ *   (e) reconnect on, a recoverable error (the link broke, or the peer
+ *       refused a request the first time) and the peer's iface did not
+ *       say it closed: START >RECONN_WAIT_BOTH. Otherwise FAIL >FAILED,
+ *       with the completion's status.
  *   (d) reconnect on and requests outstanding: QP_ERROR. Otherwise -.
  *   (r) >RECONN_DRAIN_RESUME if this REQ asked to resume and the peer kept
  *       the same QP, else >RECONN_DRAIN_NEW.
@@ -85,6 +90,10 @@
  *             a post that failed, VERIFY=crc), with its status
  *   CANCEL    flush with UCT_FLUSH_FLAG_CANCEL: nothing new may start
  *   DESTROY   the endpoint goes away
+ *   GONE      the peer's iface said it closed (a CM GONE, which the async
+ *             handler notes); progress raises it while the endpoint
+ *             connects or reconnects (UCS_ERR_CONNECTION_RESET). A
+ *             connected one fails at its first failed request: (e)
  * Actions:
  *   CONNECT   the QP to the REP's, the pending queue runs
  *   RESEND    the first REQ again, one try fewer
@@ -132,6 +141,7 @@ const char *uct_syncmem_ep_ev_names[] = {
     UCT_SYNCMEM_EP_NAME(EV_, FAIL),
     UCT_SYNCMEM_EP_NAME(EV_, CANCEL),
     UCT_SYNCMEM_EP_NAME(EV_, DESTROY),
+    UCT_SYNCMEM_EP_NAME(EV_, GONE),
     [UCT_SYNCMEM_EP_EV_LAST] = NULL
 };
 
@@ -194,7 +204,8 @@ uct_syncmem_ep_fsm_timer(uint8_t *state, const uct_syncmem_ep_fsm_in_t *in)
     }
 }
 
-/* FAIL, CANCEL, DESTROY: from any state but FAILED, to FAILED */
+/* FAIL, CANCEL, DESTROY, GONE: from any state but FAILED (GONE: but
+ * CONNECTED too), to FAILED */
 static uct_syncmem_ep_act_t
 uct_syncmem_ep_fsm_end(uint8_t *state, uct_syncmem_ep_ev_t event)
 {
@@ -206,6 +217,7 @@ uct_syncmem_ep_fsm_end(uint8_t *state, uct_syncmem_ep_ev_t event)
     *state = UCT_SYNCMEM_EP_FAILED;
     switch (event) {
     case UCT_SYNCMEM_EP_EV_FAIL:
+    case UCT_SYNCMEM_EP_EV_GONE:
         return purge ? UCT_SYNCMEM_EP_ACT_FAIL_PURGE : UCT_SYNCMEM_EP_ACT_FAIL;
     case UCT_SYNCMEM_EP_EV_CANCEL:
         return purge ? UCT_SYNCMEM_EP_ACT_CANCEL_PURGE :
@@ -258,7 +270,7 @@ uct_syncmem_ep_act_t uct_syncmem_ep_fsm_next(uint8_t *state,
         return UCT_SYNCMEM_EP_ACT_NONE;
     case UCT_SYNCMEM_EP_EV_ERROR:
         if ((s == UCT_SYNCMEM_EP_CONNECTED) && in->reconnect &&
-            in->recoverable) {
+            in->recoverable && !in->peer_gone) {
             return uct_syncmem_ep_fsm_go(state, UCT_SYNCMEM_EP_RECONN_WAIT_BOTH,
                                          UCT_SYNCMEM_EP_ACT_START);
         } else if ((s == UCT_SYNCMEM_EP_CONNECTING) ||
@@ -296,6 +308,10 @@ uct_syncmem_ep_act_t uct_syncmem_ep_fsm_next(uint8_t *state,
         return ((s == UCT_SYNCMEM_EP_RECONN_WAIT_BOTH) ||
                 (s == UCT_SYNCMEM_EP_RECONN_WAIT_REP)) ?
                UCT_SYNCMEM_EP_ACT_SEND_REQ : UCT_SYNCMEM_EP_ACT_NONE;
+    case UCT_SYNCMEM_EP_EV_GONE:
+        /* connected: its requests fail through ERROR, when they do */
+        return (s == UCT_SYNCMEM_EP_CONNECTED) ? UCT_SYNCMEM_EP_ACT_NONE :
+               uct_syncmem_ep_fsm_end(state, event);
     case UCT_SYNCMEM_EP_EV_FAIL:
     case UCT_SYNCMEM_EP_EV_CANCEL:
     case UCT_SYNCMEM_EP_EV_DESTROY:

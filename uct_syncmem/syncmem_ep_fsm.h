@@ -37,6 +37,7 @@ typedef enum {
     UCT_SYNCMEM_EP_EV_FAIL,           /* fail it with a status */
     UCT_SYNCMEM_EP_EV_CANCEL,         /* flush with UCT_FLUSH_FLAG_CANCEL */
     UCT_SYNCMEM_EP_EV_DESTROY,
+    UCT_SYNCMEM_EP_EV_GONE,           /* the peer's iface said it closed */
     UCT_SYNCMEM_EP_EV_LAST
 } uct_syncmem_ep_ev_t;
 
@@ -65,6 +66,7 @@ typedef struct {
     uint8_t recoverable;   /* ERROR: the link broke, or the peer refused a
                               request the first time
                               (uct_syncmem_ep_fsm_retry_refusal) */
+    uint8_t peer_gone;     /* ERROR: the peer's iface said it closed (GONE) */
     uint8_t outstanding;   /* requests are in flight */
     uint8_t resume_asked;  /* this generation's REQ asked to resume */
     uint8_t rep_resumed;   /* REP: the peer kept the same QP */

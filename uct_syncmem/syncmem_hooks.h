@@ -24,6 +24,9 @@ unsigned uct_syncmem_iface_num_passive(uct_iface_h iface);
 unsigned uct_syncmem_iface_num_ahs(uct_iface_h iface);
 /* syncmem_cm_hooks.c: connection requests iface refused for room, ever */
 unsigned uct_syncmem_iface_refused(uct_iface_h iface);
+/* ...and answers BUSY its endpoints took (refused for room, not counted
+ * as tries), ever */
+unsigned uct_syncmem_iface_busy_answers(uct_iface_h iface);
 /* syncmem_cm_hooks.c: iface's passive QPs refuse RDMA writes from now on (the
  * writer gets IBV_WC_REM_INV_REQ_ERR), as a device that lost track of a
  * connection refuses a valid request; a reconnect's new QP takes them,

@@ -319,6 +319,7 @@ static void uct_syncmem_ep_fsm_inputs(const uct_syncmem_ep_t *ep,
 
     in->reconnect     = iface->config.reconnect;
     in->recoverable   = (wc != NULL) && uct_syncmem_ep_wc_recoverable(ep, wc);
+    in->peer_gone     = ep->cm.peer_gone;
     in->outstanding   = uct_syncmem_ep_tx_outstanding(ep) != 0;
     in->resume_asked  = ep->reconnect.resume;
     in->rep_resumed   = (rep == UCT_SYNCMEM_CM_REP_RESUMED);
@@ -353,12 +354,17 @@ static ucs_status_t uct_syncmem_ep_act(uct_syncmem_ep_t *ep,
         }
         return status;
     case UCT_SYNCMEM_EP_ACT_RESEND:
-        --ep->cm.retries_left;
+        if (ep->cm.busy && (ep->cm.busy_left > 0)) {
+            --ep->cm.busy_left; /* alive, and will take it: not a try */
+        } else {
+            --ep->cm.retries_left;
+        }
         /* diag: the fault bench counts them (faults_events.h) */
         ucs_diag("syncmem: ep %p resends REQ to iface 0x%" PRIx64 " (%u of"
-                 " UCX_SYNCMEM_CM_RETRIES %u)", ep, ep->cm.peer_iface_id,
+                 " UCX_SYNCMEM_CM_RETRIES %u%s)", ep, ep->cm.peer_iface_id,
                  iface->config.cm_retries - ep->cm.retries_left,
-                 iface->config.cm_retries);
+                 iface->config.cm_retries,
+                 ep->cm.busy ? "; the peer was busy" : "");
         uct_syncmem_cm_send_req(ep);
         return UCS_OK;
     case UCT_SYNCMEM_EP_ACT_START:
@@ -505,6 +511,8 @@ static ucs_status_t uct_syncmem_ep_raise(uct_syncmem_ep_t *ep,
         status = UCS_ERR_ENDPOINT_TIMEOUT;
     } else if (event == UCT_SYNCMEM_EP_EV_CANCEL) {
         status = UCS_ERR_CANCELED;
+    } else if (event == UCT_SYNCMEM_EP_EV_GONE) {
+        status = UCS_ERR_CONNECTION_RESET;
     }
 
     UCS_ASYNC_BLOCK(async);
@@ -539,6 +547,13 @@ static ucs_status_t uct_syncmem_ep_raise(uct_syncmem_ep_t *ep,
     if (uct_syncmem_ep_act_fails(act) &&
         (event == UCT_SYNCMEM_EP_EV_TIMER)) {
         uct_syncmem_ep_log_timeout(ep, from, now);
+    } else if (uct_syncmem_ep_act_fails(act) &&
+               (event == UCT_SYNCMEM_EP_EV_GONE)) {
+        ucs_diag("syncmem: ep %p: iface 0x%" PRIx64 " closed while the"
+                 " endpoint %s; failed with no more tries", ep,
+                 ep->cm.peer_iface_id,
+                 (from == UCT_SYNCMEM_EP_CONNECTING) ? "connected" :
+                 "reconnected");
     }
     return uct_syncmem_ep_act_unlocked(ep, act, failed_wc, status);
 }
@@ -609,9 +624,9 @@ static uint8_t uct_syncmem_ep_take_rep(uct_syncmem_ep_t *ep)
 
 /*
  * Progress while endpoints connect or reconnect: each endpoint gets the REP
- * noted for it, then the time (the machine ignores both where they mean
- * nothing). After an endpoint failed the walk starts again: its error
- * handler may have changed the list.
+ * noted for it, then whether its peer's iface closed, then the time (the
+ * machine ignores each where it means nothing). After an endpoint failed
+ * the walk starts again: its error handler may have changed the list.
  */
 unsigned uct_syncmem_iface_connect_progress(uct_syncmem_iface_t *iface)
 {
@@ -629,7 +644,9 @@ again:
                 goto again;
             }
         }
-        if (uct_syncmem_ep_event(ep, UCT_SYNCMEM_EP_EV_TIMER) != UCS_OK) {
+        if ((ep->cm.peer_gone &&
+             (uct_syncmem_ep_event(ep, UCT_SYNCMEM_EP_EV_GONE) != UCS_OK)) ||
+            (uct_syncmem_ep_event(ep, UCT_SYNCMEM_EP_EV_TIMER) != UCS_OK)) {
             ++count;
             goto again;
         }

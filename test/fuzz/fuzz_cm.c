@@ -177,6 +177,20 @@ static void fuzz_message(fuzz_in_t *in, uct_syncmem_iface_t *iface,
                    (p->peer_cm_qpn == src_qp) && (p->gen == msg.gen) &&
                    !p->confirmed);
         break;
+    case UCT_SYNCMEM_CM_PEER_GONE:
+        FUZZ_CHECK((msg.type == UCT_SYNCMEM_CM_GONE) && (ep != NULL) &&
+                   (ep->cm.conn_id == msg.conn_id) &&
+                   (ep->cm.peer_iface_id == msg.src_iface_id) &&
+                   (ep->cm.peer_cm_qpn == src_qp));
+        ep->cm.peer_gone = 1;
+        break;
+    case UCT_SYNCMEM_CM_PEER_BUSY:
+        FUZZ_CHECK((msg.type == UCT_SYNCMEM_CM_BUSY) && (ep != NULL) &&
+                   (ep->cm.gen == msg.gen) &&
+                   (ep->cm.rep == UCT_SYNCMEM_CM_REP_NONE) &&
+                   (ep->cm.peer_cm_qpn == src_qp));
+        ep->cm.busy = 1;
+        break;
     case UCT_SYNCMEM_CM_DROP:
         break;
     }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Peer failure: the process at the other end dies mid-transfer.
-#include "syncmem_test.h"
+#include "syncmem_rma_test.h"
 
 extern "C" {
 #include "uct_syncmem/syncmem_ep.h"
@@ -402,4 +402,66 @@ TEST_F(syncmem_peer_detect_test, killed_peer_with_ucx_rc_settings)
     // 10 ms is 4.096us * 2^12 rounded up
     kill_with_requests_in_flight("UCX_RC_TIMEOUT=10ms UCX_RC_RETRY_COUNT=2",
                                  12, 2);
+}
+
+
+// A peer whose iface closes (UCP's peer-failure tests close the failing
+// worker) says so (CM GONE): the endpoint fails at its first failed request,
+// after the RC retries, and does not try to reconnect. RECONNECT_TIMEOUT is
+// 'inf' here, so without the GONE it would never fail.
+class syncmem_peer_gone_test : public syncmem_rma_test {
+protected:
+    config_mods_t sender_mods() const override {
+        return {{"RECONNECT_TIMEOUT", "inf"},
+                {"RC_TIMEOUT", "20ms"},
+                {"RC_RETRY_COUNT", "3"}};
+    }
+
+    void close_receiver() {
+        uct_iface_close(m_receiver);
+        m_ifaces.erase(std::find(m_ifaces.begin(), m_ifaces.end(),
+                                 m_receiver));
+    }
+};
+
+TEST_F(syncmem_peer_gone_test, closed_iface_fails_the_ep_without_reconnecting)
+{
+    buffer *dst = alloc(64, 0);
+    uint64_t value = 0x1234;
+    ASSERT_EQ(UCS_OK, retry([&] {
+        return uct_ep_put_short(m_ep, &value, sizeof(value),
+                                (uintptr_t)dst->data.data(), dst->rkey.rkey);
+    }));
+    flush(m_ep);
+    ASSERT_EQ(0, memcmp(&value, dst->data.data(), sizeof(value)));
+
+    std::unique_ptr<warning_log> warnings(new warning_log);
+    uct_syncmem_ep_t *ep = ucs_derived_of(m_ep, uct_syncmem_ep_t);
+    close_receiver();
+    ucs_time_t closed = ucs_get_time();
+    ASSERT_TRUE(wait_for("the GONE of the closed iface",
+                         [&] { return ep->cm.peer_gone != 0; }));
+    EXPECT_TRUE(m_errors.empty()) << "an idle endpoint failed at the GONE";
+
+    uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+    ASSERT_EQ(UCS_OK, retry([&] {
+        return uct_ep_put_short(m_ep, &value, sizeof(value),
+                                (uintptr_t)dst->data.data(), dst->rkey.rkey);
+    }));
+    ucs_status_t status = uct_ep_flush(m_ep, 0, &comp);
+    ASSERT_EQ(UCS_INPROGRESS, status);
+    ASSERT_TRUE(wait_for("the endpoint's error", [&] {
+        return !m_errors.empty() && (comp.count == 0);
+    }));
+    printf("SYNCMEM-MEASURE peer_closed: endpoint error %.3f s after the"
+           " close\n", ucs_time_to_sec(ucs_get_time() - closed));
+    EXPECT_EQ(m_ep, m_errors[0].first);
+    EXPECT_TRUE((m_errors[0].second == UCS_ERR_ENDPOINT_TIMEOUT) ||
+                (m_errors[0].second == UCS_ERR_CONNECTION_RESET))
+            << ucs_status_string(m_errors[0].second);
+    EXPECT_NE(UCS_OK, comp.status);
+    EXPECT_EQ(0u, uct_syncmem_ep_reconnects(m_ep)) << "it tried to reconnect";
+    std::string warned = warnings->summary();
+    warnings.reset();
+    EXPECT_EQ("", warned);
 }

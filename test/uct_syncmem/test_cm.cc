@@ -327,6 +327,66 @@ TEST_F(cm, reply_believed_once_from_the_iface_asked)
     ucs_list_del(&ep.list);
 }
 
+// GONE (the target's iface closes) is believed for an endpoint of ours,
+// from the CM QP it asked, of any generation, with no RC QP named; the
+// target sends it only to initiators whose REQ said they know it.
+TEST_F(cm, gone_believed_only_from_the_iface_asked)
+{
+    uct_syncmem_ep_t ep = {};
+    ep.state            = UCT_SYNCMEM_EP_RECONN_WAIT_REP;
+    ep.cm.conn_id       = 7;
+    ep.cm.gen           = 3;
+    ep.cm.peer_iface_id = 0xabc;
+    ep.cm.peer_cm_qpn   = 0x40;
+    ucs_list_add_tail(&m_iface->eps, &ep.list);
+
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP,
+              receive(msg(UCT_SYNCMEM_CM_GONE, 0x41, 7, 0, 0, 1), 0x41));
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP,
+              receive(msg(UCT_SYNCMEM_CM_GONE, 0x40, 8, 0, 0, 1), 0x40));
+    EXPECT_EQ(UCT_SYNCMEM_CM_PEER_GONE,
+              receive(msg(UCT_SYNCMEM_CM_GONE, 0x40, 7, 1, 0, 1), 0x40));
+    ucs_list_del(&ep.list);
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP,
+              receive(msg(UCT_SYNCMEM_CM_GONE, 0x40, 7, 3, 0, 1), 0x40));
+
+    ASSERT_EQ(UCT_SYNCMEM_CM_ACCEPT, receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, 1,
+                                                 0, UCT_SYNCMEM_CM_F_V3),
+                                             0x40));
+    ASSERT_EQ(UCT_SYNCMEM_CM_ACCEPT,
+              receive(msg(UCT_SYNCMEM_CM_REQ, 0x40, 2), 0x40));
+    uct_syncmem_cm_passive_t *p;
+    std::vector<int> gone;
+    ucs_list_for_each(p, &m_iface->cm.passive, list) {
+        gone.push_back(p->gone);
+    }
+    EXPECT_EQ(std::vector<int>({ 1, 0 }), gone);
+}
+
+// BUSY (a REQ refused for room) is believed only about this generation's
+// REQ, not answered yet, from the iface asked.
+TEST_F(cm, busy_believed_only_for_the_req_waiting)
+{
+    uct_syncmem_ep_t ep = {};
+    ep.state            = UCT_SYNCMEM_EP_CONNECTING;
+    ep.cm.conn_id       = 7;
+    ep.cm.gen           = 2;
+    ep.cm.peer_iface_id = 0xabc;
+    ep.cm.peer_cm_qpn   = 0x40;
+    ucs_list_add_tail(&m_iface->eps, &ep.list);
+
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP,
+              receive(msg(UCT_SYNCMEM_CM_BUSY, 0x41, 7, 2, 0, 1), 0x41));
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP,
+              receive(msg(UCT_SYNCMEM_CM_BUSY, 0x40, 7, 1, 0, 1), 0x40));
+    EXPECT_EQ(UCT_SYNCMEM_CM_PEER_BUSY,
+              receive(msg(UCT_SYNCMEM_CM_BUSY, 0x40, 7, 2, 0, 1), 0x40));
+    ep.cm.rep = UCT_SYNCMEM_CM_REP_NEW_QP; // answered since
+    EXPECT_EQ(UCT_SYNCMEM_CM_DROP,
+              receive(msg(UCT_SYNCMEM_CM_BUSY, 0x40, 7, 2, 0, 1), 0x40));
+    ucs_list_del(&ep.list);
+}
+
 // A REP is noted "resumed" (the same passive QP kept) only naming the QP
 // the endpoint already had: otherwise the endpoint connects its new QP, as
 // to any REP. Whether it asked to resume is the state machine's to check

@@ -25,7 +25,7 @@ typedef uct_syncmem_ep_fsm_in_t in_t;
 #define E(_name) UCT_SYNCMEM_EP_EV_##_name
 #define A(_name) UCT_SYNCMEM_EP_ACT_##_name
 
-const unsigned num_inputs = 9;
+const unsigned num_inputs = 10;
 
 in_t inputs(unsigned bits)
 {
@@ -39,6 +39,7 @@ in_t inputs(unsigned bits)
     in.past_deadline = !!(bits & 64);
     in.last_try_sent = !!(bits & 128);
     in.tries_left    = !!(bits & 256);
+    in.peer_gone     = !!(bits & 512);
     return in;
 }
 
@@ -61,7 +62,8 @@ std::string describe(const in_t &in)
        << +in.resume_asked << " rep_resumed " << +in.rep_resumed
        << " retry_due " << +in.retry_due << " past_deadline "
        << +in.past_deadline << " last_try_sent " << +in.last_try_sent
-       << " tries_left " << +in.tries_left;
+       << " tries_left " << +in.tries_left << " peer_gone "
+       << +in.peer_gone;
     return os.str();
 }
 
@@ -341,11 +343,12 @@ TEST(ep_fsm, connecting_timer)
     });
 }
 
-// (e): a failed completion reconnects only a link error with reconnect on
+// (e): a failed completion reconnects only a link error with reconnect on,
+// to a peer whose iface did not say it closed
 TEST(ep_fsm, connected_error)
 {
     expect_cell(S(CONNECTED), E(ERROR), [](const in_t &in) {
-        return (in.reconnect && in.recoverable) ?
+        return (in.reconnect && in.recoverable && !in.peer_gone) ?
                go(A(START), S(RECONN_WAIT_BOTH)) : go(A(FAIL), S(FAILED));
     });
 }
@@ -442,6 +445,25 @@ TEST(ep_fsm, connect)
                           { E(DESTROY), A(NONE), S(FAILED) } }, in);
     // the QP refused the REP's
     walk(S(CONNECTING), { { E(CONNECT_FAILED), A(FAIL), S(FAILED) } }, in);
+}
+
+// a peer whose iface closed: its GONE fails a (re)connecting endpoint at
+// once, and a connected one at its first failed request, unreconnected
+TEST(ep_fsm, peer_gone)
+{
+    in_t in = quiet_in();
+    walk(S(CONNECTED), { { E(GONE), A(NONE), S(CONNECTED) },
+                         { E(ERROR), A(START), S(RECONN_WAIT_BOTH) },
+                         { E(GONE), A(FAIL_PURGE), S(FAILED) },
+                         { E(GONE), A(NONE), S(FAILED) } }, in);
+    walk(S(CONNECTED), { { E(ERROR), A(START), S(RECONN_WAIT_BOTH) },
+                         { E(DRAINED), A(NONE), S(RECONN_WAIT_REP) },
+                         { E(GONE), A(FAIL_PURGE), S(FAILED) } }, in);
+    walk(S(CONNECTING), { { E(GONE), A(FAIL), S(FAILED) } }, in);
+    in.peer_gone = 1;
+    walk(S(CONNECTED), { { E(GONE), A(NONE), S(CONNECTED) },
+                         { E(ERROR), A(FAIL), S(FAILED) },
+                         { E(ERROR), A(RETIRE), S(FAILED) } }, in);
 }
 
 TEST(ep_fsm, error_drain_then_rep_finishes_on_a_new_qp)
