@@ -8,10 +8,17 @@
  * maps it (ibv_reg_dmabuf_mr). With a peer-memory module loaded, plain
  * ibv_reg_mr on the device pointer works too, and is the fallback.
  *
- * The driver is used only once the process has loaded it itself: a process
- * that never loaded libcuda has no CUDA memory, and calling cuInit() in it
- * would break CUDA in its fork() children. Until then nothing here costs a
- * driver call, nor a search for one.
+ * The driver is used only once the process has loaded it and initialised
+ * it itself: a process that never loaded libcuda has no CUDA memory, and
+ * one that has not called cuInit() has none either. syncmem never calls
+ * cuInit(): a process that links libcuda (CuPy, -lcuda) and forks before it
+ * uses CUDA must get children that can use it, and CUDA_VISIBLE_DEVICES
+ * must be read when the application initialises CUDA, not when an MD
+ * opens. Before cuInit() every driver call but a few answers
+ * CUDA_ERROR_NOT_INITIALIZED without initialising anything, so asking is
+ * safe. Until the process has loaded libcuda nothing here costs a driver
+ * call, nor a search for one; until it has initialised it, one
+ * cuDeviceGetCount() a question.
  *
  * Registrations cover a whole CUDA allocation (syncmem_cuda.h: the span)
  * with every access the device grants, and are cached by the driver's
@@ -89,7 +96,6 @@ typedef struct uct_syncmem_cuda_buf {
 static struct {
     int  state;            /* UCT_SYNCMEM_CUDA_* */
     char why[160];         /* why not loaded, when not */
-    uct_syncmem_cu_result_t (*init)(unsigned flags);
     uct_syncmem_cu_result_t (*get_error_string)(uct_syncmem_cu_result_t res,
                                                 const char **str);
     uct_syncmem_cu_result_t (*pointer_get_attributes)(unsigned num,
@@ -122,11 +128,14 @@ static struct {
 
 enum {
     UCT_SYNCMEM_CUDA_UNSEEN,    /* the process has not loaded libcuda */
-    UCT_SYNCMEM_CUDA_LOADED,
+    UCT_SYNCMEM_CUDA_UNINIT,    /* loaded, not initialised by the process */
+    UCT_SYNCMEM_CUDA_LOADED,    /* initialised: in use */
     UCT_SYNCMEM_CUDA_FAILED     /* loaded by the process, unusable to us */
 };
 
 static pthread_once_t uct_syncmem_cuda_once = PTHREAD_ONCE_INIT;
+/* UNINIT -> LOADED or FAILED: the devices are read once */
+static pthread_mutex_t uct_syncmem_cuda_start_lock = PTHREAD_MUTEX_INITIALIZER;
 static int uct_syncmem_cuda_said;   /* "host memory only" */
 
 
@@ -170,11 +179,9 @@ uct_syncmem_cuda_gpu_sys_dev(uct_syncmem_cu_device_t dev)
     return sys_dev;
 }
 
+/* The driver's entry points, once; no driver call yet. */
 static void uct_syncmem_cuda_load(void)
 {
-    uct_syncmem_cu_device_t dev;
-    uct_syncmem_cu_result_t res;
-    int i, count, value;
     void *lib;
 
     /* never closed: handles and registrations may outlive any MD */
@@ -187,8 +194,7 @@ static void uct_syncmem_cuda_load(void)
 
 #define UCT_SYNCMEM_CUDA_SYM(_field, _name) \
     ((uct_syncmem_cuda._field = uct_syncmem_cuda_sym(lib, _name)) != NULL)
-    if (!UCT_SYNCMEM_CUDA_SYM(init, "cuInit") ||
-        !UCT_SYNCMEM_CUDA_SYM(get_error_string, "cuGetErrorString") ||
+    if (!UCT_SYNCMEM_CUDA_SYM(get_error_string, "cuGetErrorString") ||
         !UCT_SYNCMEM_CUDA_SYM(pointer_get_attributes,
                               "cuPointerGetAttributes") ||
         !UCT_SYNCMEM_CUDA_SYM(pointer_set_attribute, "cuPointerSetAttribute") ||
@@ -207,15 +213,42 @@ static void uct_syncmem_cuda_load(void)
     }
 #undef UCT_SYNCMEM_CUDA_SYM
 
-    res = uct_syncmem_cuda.init(0);
-    if (res != UCT_SYNCMEM_CU_SUCCESS) {
+    __atomic_store_n(&uct_syncmem_cuda.state, UCT_SYNCMEM_CUDA_UNINIT,
+                     __ATOMIC_RELEASE);
+    return;
+
+failed:
+    ucs_debug("syncmem: the CUDA driver is unusable: %s", uct_syncmem_cuda.why);
+    __atomic_store_n(&uct_syncmem_cuda.state, UCT_SYNCMEM_CUDA_FAILED,
+                     __ATOMIC_RELEASE);
+}
+
+/* UNINIT: whether the process has initialised the driver since; if it has,
+ * the GPUs are read once and the driver is in use. */
+static void uct_syncmem_cuda_start(void)
+{
+    uct_syncmem_cu_device_t dev;
+    uct_syncmem_cu_result_t res;
+    int i, count, value;
+
+    pthread_mutex_lock(&uct_syncmem_cuda_start_lock);
+    if (uct_syncmem_cuda.state != UCT_SYNCMEM_CUDA_UNINIT) {
+        goto out; /* another thread started it */
+    }
+    count = 0;
+    res   = uct_syncmem_cuda.device_get_count(&count);
+    if (res == UCT_SYNCMEM_CU_ERROR_NOT_INITIALIZED) {
+        goto out; /* not yet: no CUDA memory exists */
+    } else if (res != UCT_SYNCMEM_CU_SUCCESS) {
         snprintf(uct_syncmem_cuda.why, sizeof(uct_syncmem_cuda.why),
-                 "cuInit() failed: %s", uct_syncmem_cu_error(res));
-        goto failed;
+                 "cuDeviceGetCount() failed: %s", uct_syncmem_cu_error(res));
+        ucs_debug("syncmem: the CUDA driver is unusable: %s",
+                  uct_syncmem_cuda.why);
+        __atomic_store_n(&uct_syncmem_cuda.state, UCT_SYNCMEM_CUDA_FAILED,
+                         __ATOMIC_RELEASE);
+        goto out;
     }
 
-    count = 0;
-    uct_syncmem_cuda.device_get_count(&count);
     uct_syncmem_cuda.num_gpus = ucs_min(count, UCT_SYNCMEM_CUDA_MAX_GPUS);
     for (i = 0; i < count; ++i) {
         if (uct_syncmem_cuda.device_get(&dev, i) != UCT_SYNCMEM_CU_SUCCESS) {
@@ -235,12 +268,8 @@ static void uct_syncmem_cuda_load(void)
               count, uct_syncmem_cuda.dmabuf ? "supported" : "not supported");
     __atomic_store_n(&uct_syncmem_cuda.state, UCT_SYNCMEM_CUDA_LOADED,
                      __ATOMIC_RELEASE);
-    return;
-
-failed:
-    ucs_debug("syncmem: the CUDA driver is unusable: %s", uct_syncmem_cuda.why);
-    __atomic_store_n(&uct_syncmem_cuda.state, UCT_SYNCMEM_CUDA_FAILED,
-                     __ATOMIC_RELEASE);
+out:
+    pthread_mutex_unlock(&uct_syncmem_cuda_start_lock);
 }
 
 static int uct_syncmem_cuda_phdr_adds(struct dl_phdr_info *info, size_t size,
@@ -281,20 +310,29 @@ static int uct_syncmem_cuda_process_has_it(void)
     return 0;
 }
 
-/* Whether the driver is in use: once the process itself has loaded it. */
+/* Whether the driver is in use: once the process itself has loaded it and
+ * initialised it. */
 int uct_syncmem_cuda_in_use(void)
 {
     int state = __atomic_load_n(&uct_syncmem_cuda.state, __ATOMIC_ACQUIRE);
 
-    if (ucs_likely(state != UCT_SYNCMEM_CUDA_UNSEEN)) {
+    if (ucs_likely((state == UCT_SYNCMEM_CUDA_LOADED) ||
+                   (state == UCT_SYNCMEM_CUDA_FAILED))) {
         return state == UCT_SYNCMEM_CUDA_LOADED;
     }
 
-    if (!uct_syncmem_cuda_process_has_it()) {
-        return 0;
+    if (state == UCT_SYNCMEM_CUDA_UNSEEN) {
+        if (!uct_syncmem_cuda_process_has_it()) {
+            return 0;
+        }
+        pthread_once(&uct_syncmem_cuda_once, uct_syncmem_cuda_load);
     }
-    pthread_once(&uct_syncmem_cuda_once, uct_syncmem_cuda_load);
-    return uct_syncmem_cuda.state == UCT_SYNCMEM_CUDA_LOADED;
+    if (__atomic_load_n(&uct_syncmem_cuda.state, __ATOMIC_ACQUIRE) ==
+        UCT_SYNCMEM_CUDA_UNINIT) {
+        uct_syncmem_cuda_start();
+    }
+    return __atomic_load_n(&uct_syncmem_cuda.state, __ATOMIC_ACQUIRE) ==
+           UCT_SYNCMEM_CUDA_LOADED;
 }
 
 /* What the driver knows about address: 0 if it is not CUDA device memory. */
@@ -428,8 +466,9 @@ ucs_status_t uct_syncmem_cuda_init(uct_syncmem_md_t *md, unsigned max_unused,
         !__atomic_exchange_n(&uct_syncmem_cuda_said, 1, __ATOMIC_RELAXED)) {
         ucs_debug("syncmem: host memory only (%s)",
                   (uct_syncmem_cuda.state == UCT_SYNCMEM_CUDA_FAILED) ?
-                  uct_syncmem_cuda.why : "the process has not loaded the CUDA"
-                  " driver; its memory is detected once it has");
+                  uct_syncmem_cuda.why : "the process has not loaded and"
+                  " initialised the CUDA driver; its memory is detected once"
+                  " it has");
     }
     return UCS_OK;
 }

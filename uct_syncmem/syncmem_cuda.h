@@ -21,6 +21,7 @@ typedef int                uct_syncmem_cu_device_t;  /* CUdevice */
 typedef void               *uct_syncmem_cu_context_t; /* CUcontext */
 
 #define UCT_SYNCMEM_CU_SUCCESS                          0
+#define UCT_SYNCMEM_CU_ERROR_NOT_INITIALIZED            3
 #define UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_CONTEXT        1
 #define UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_MEMORY_TYPE    2
 #define UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_SYNC_MEMOPS    6

@@ -2,23 +2,38 @@
 /*
  * A stand-in for the CUDA driver (built as libcuda.so.1, loaded by path by
  * test_cuda_load.cc only): a driver with no GPU that counts cuInit(), so
- * that a host test can see when syncmem_cuda.c starts using the driver. It
- * says nothing about real CUDA; test/gpu/cuda_reg.c runs the same code
- * against the real driver.
+ * that a host test can see when syncmem_cuda.c starts using the driver.
+ * It models what the CUDA documentation says of initialisation: before
+ * cuInit() the calls answer CUDA_ERROR_NOT_INITIALIZED; and the child of a
+ * fork() after cuInit() cannot initialise the driver. It says nothing else
+ * about real CUDA; test/gpu/cuda_reg.c runs the same code against the real
+ * driver.
  */
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int CUresult;
-#define CUDA_SUCCESS            0
-#define CUDA_ERROR_NO_DEVICE    100
+#define CUDA_SUCCESS               0
+#define CUDA_ERROR_NOT_INITIALIZED 3
+#define CUDA_ERROR_NO_DEVICE       100
 
 int syncmem_stand_in_inits;   /* cuInit() calls */
+static pid_t stand_in_inited; /* the process that initialised it */
 
 CUresult cuInit(unsigned flags)
 {
     ++syncmem_stand_in_inits;
+    if ((stand_in_inited != 0) && (stand_in_inited != getpid())) {
+        return CUDA_ERROR_NOT_INITIALIZED; /* a fork child's */
+    }
+    stand_in_inited = getpid();
     return CUDA_SUCCESS;
+}
+
+static int stand_in_ready(void)
+{
+    return stand_in_inited == getpid();
 }
 
 CUresult cuGetErrorString(CUresult res, const char **str)
@@ -29,6 +44,9 @@ CUresult cuGetErrorString(CUresult res, const char **str)
 
 CUresult cuDeviceGetCount(int *count)
 {
+    if (!stand_in_ready()) {
+        return CUDA_ERROR_NOT_INITIALIZED;
+    }
     *count = 0;
     return CUDA_SUCCESS;
 }
@@ -37,7 +55,7 @@ CUresult cuDeviceGetCount(int *count)
 CUresult cuPointerGetAttributes(unsigned num, int *attributes, void **data,
                                 unsigned long long ptr)
 {
-    return CUDA_SUCCESS;
+    return stand_in_ready() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 #define SYNCMEM_STAND_IN_NO_DEVICE(_name, ...) \

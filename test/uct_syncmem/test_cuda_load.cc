@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // When syncmem_cuda.c starts using the CUDA driver: only once the process
-// has loaded it itself. A process that never loads it never runs cuInit()
-// (CUDA then works in its fork() children), and host registrations cost it
-// no driver call. Run in a child process each, against a stand-in driver
+// has loaded it and initialised it itself. syncmem never runs cuInit() (so
+// CUDA works in the fork() children of a process that loaded it), and a
+// process that never loads it pays no driver call for host registrations. Run in a child process each, against a stand-in driver
 // (cuda_stand_in.c) that counts cuInit(); the real driver's turn is
 // test/gpu/cuda_reg.c.
 #include <gtest/gtest.h>
@@ -68,8 +68,10 @@ int never_loaded()
     return 0;
 }
 
-// The process loads the driver after the MD was opened: the next question
-// starts using it, once.
+typedef int (*cu_init_t)(unsigned);
+
+// The process loads the driver after the MD was opened, and initialises it
+// later still: syncmem uses it from then on, and never initialises it.
 int loaded_later()
 {
     static char host[4096];
@@ -85,20 +87,56 @@ int loaded_later()
     if (lib == nullptr) {
         return 3;
     }
-    int *inits = (int*)dlsym(lib, "syncmem_stand_in_inits");
-    if ((inits == nullptr) || (*inits != 0)) {
+    int *inits       = (int*)dlsym(lib, "syncmem_stand_in_inits");
+    cu_init_t cuinit = (cu_init_t)dlsym(lib, "cuInit");
+    if ((inits == nullptr) || (cuinit == nullptr) || (*inits != 0)) {
         return 4;
     }
-    if (!uct_syncmem_cuda_in_use() || (*inits != 1)) {
+    // loaded, not initialised: no CUDA memory exists, none is asked for
+    if (uct_syncmem_cuda_in_use() || uct_syncmem_cuda_owns(host) ||
+        (*inits != 0)) {
         return 5;
     }
-    // used from now on, initialized once; host memory is still host memory
-    if (uct_syncmem_cuda_owns(host) || !uct_syncmem_cuda_in_use() ||
-        (*inits != 1)) {
+    if (cuinit(0) != 0) {   // the application's
         return 6;
+    }
+    // used from now on; host memory is still host memory
+    if (!uct_syncmem_cuda_in_use() || uct_syncmem_cuda_owns(host) ||
+        !uct_syncmem_cuda_in_use() || (*inits != 1)) {
+        return 7;
     }
     uct_syncmem_cuda_cleanup(&md);
     return 0;
+}
+
+// A process that loads the driver and opens an MD, then forks before it
+// uses CUDA: the child can initialise CUDA and use it (CuPy, -lcuda). The
+// stand-in, as the driver, refuses cuInit() in the child of a process that
+// had initialised it.
+int forked_before_use()
+{
+    uct_syncmem_md_t md = {};
+
+    void *lib = dlopen(stand_in, RTLD_NOW | RTLD_GLOBAL);
+    if (lib == nullptr) {
+        return 1;
+    }
+    cu_init_t cuinit = (cu_init_t)dlsym(lib, "cuInit");
+    if ((cuinit == nullptr) ||
+        (uct_syncmem_cuda_init(&md, 16, 1ul << 30) != UCS_OK) ||
+        uct_syncmem_cuda_in_use()) {
+        return 2;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        _exit(((cuinit(0) == 0) && uct_syncmem_cuda_in_use()) ? 0 : 3);
+    }
+    int status = -1;
+    if ((waitpid(pid, &status, 0) != pid) || !WIFEXITED(status)) {
+        return 4;
+    }
+    uct_syncmem_cuda_cleanup(&md);
+    return WEXITSTATUS(status);
 }
 
 } // namespace
@@ -138,8 +176,14 @@ TEST(cuda_load, not_by_a_process_that_never_loads_it)
     EXPECT_NE(std::string::npos, out.find("[  PASSED  ] 1 test.")) << out;
 }
 
-TEST(cuda_load, once_the_process_has_loaded_it)
+TEST(cuda_load, once_the_process_has_loaded_and_initialised_it)
 {
     ASSERT_EQ(0, access(stand_in, R_OK)) << stand_in << ": not built";
     ASSERT_EQ(0, in_child(loaded_later));
+}
+
+TEST(cuda_load, a_fork_child_of_a_process_that_loaded_it_can_use_it)
+{
+    ASSERT_EQ(0, access(stand_in, R_OK)) << stand_in << ": not built";
+    ASSERT_EQ(0, in_child(forked_before_use));
 }
