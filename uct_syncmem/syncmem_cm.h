@@ -10,28 +10,7 @@
 
 #include "syncmem.h"
 #include "syncmem_addr.h"
-
-/* The address handles of an iface's handshake messages, one per peer port
- * (syncmem_qp.c): every connection to one host shares it. */
-typedef struct uct_syncmem_ah_key {
-    union ibv_gid gid;
-    uint16_t      lid;
-} uct_syncmem_ah_key_t;
-
-static inline khint32_t uct_syncmem_ah_key_hash(uct_syncmem_ah_key_t key)
-{
-    return kh_int64_hash_func(key.gid.global.subnet_prefix ^
-                              key.gid.global.interface_id ^ key.lid);
-}
-
-static inline int uct_syncmem_ah_key_equal(uct_syncmem_ah_key_t a,
-                                           uct_syncmem_ah_key_t b)
-{
-    return (a.lid == b.lid) && !memcmp(&a.gid, &b.gid, sizeof(a.gid));
-}
-
-KHASH_INIT(uct_syncmem_ahs, uct_syncmem_ah_key_t, struct ibv_ah*, 1,
-           uct_syncmem_ah_key_hash, uct_syncmem_ah_key_equal)
+#include "syncmem_qp.h"
 
 /* Handshake state of an iface; see syncmem_cm.c. */
 /* What the handshake's drop reports saw (uct_syncmem_cm_flood_report). */

@@ -8,6 +8,7 @@
 #define UCT_SYNCMEM_IFACE_H_
 
 #include "syncmem_md.h"
+#include "syncmem_qp.h"
 #include "syncmem_cm.h"
 
 #define UCT_SYNCMEM_AM_MAX_HDR 128
@@ -124,19 +125,11 @@ typedef struct uct_syncmem_rx_desc {
     uint32_t lkey;
 } uct_syncmem_rx_desc_t;
 
-/* Receive side of reconnect: the last AM request number seen per QP, and
- * for a QP that replaced another, the one it replaced (syncmem_rx_dedup.c). */
-KHASH_MAP_INIT_INT(uct_syncmem_qp_sn, uint16_t)
-KHASH_MAP_INIT_INT(uct_syncmem_qp_link, uint64_t)
-
 typedef struct uct_syncmem_rx_link {
     struct uct_syncmem_rx_link *next;
     uint32_t                   new_qpn;  /* 0: forget old_qpn */
     uint32_t                   old_qpn;
 } uct_syncmem_rx_link_t;
-
-/* Send completions name their QP; this finds the endpoint behind it. */
-KHASH_MAP_INIT_INT(uct_syncmem_qp_eps, uct_syncmem_ep_t*)
 
 struct uct_syncmem_iface {
     uct_base_iface_t   super;

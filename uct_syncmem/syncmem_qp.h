@@ -2,12 +2,46 @@
 /*
  * syncmem - RC QPs and address handles: created, connected, resumed, moved
  * to error, queried; what a failed work completion means. Verbs calls
- * only: the state they change belongs to the caller (syncmem_qp.c).
+ * only: the state they change belongs to the caller (syncmem_qp.c). And
+ * the iface's tables keyed by QP number or by peer port, whose (khash)
+ * functions every layer that meets a QP calls: so they sit here, low.
  */
 #ifndef UCT_SYNCMEM_QP_H_
 #define UCT_SYNCMEM_QP_H_
 
 #include "syncmem.h"
+
+#include <string.h>
+
+/* Send completions name their QP; this finds the endpoint behind it. */
+KHASH_MAP_INIT_INT(uct_syncmem_qp_eps, uct_syncmem_ep_t*)
+
+/* Receive side of reconnect: the last AM request number seen per QP, and
+ * for a QP that replaced another, the one it replaced (syncmem_rx_dedup.c). */
+KHASH_MAP_INIT_INT(uct_syncmem_qp_sn, uint16_t)
+KHASH_MAP_INIT_INT(uct_syncmem_qp_link, uint64_t)
+
+/* The address handles of an iface's handshake messages, one per peer port
+ * (syncmem_qp.c): every connection to one host shares it. */
+typedef struct uct_syncmem_ah_key {
+    union ibv_gid gid;
+    uint16_t      lid;
+} uct_syncmem_ah_key_t;
+
+static inline khint32_t uct_syncmem_ah_key_hash(uct_syncmem_ah_key_t key)
+{
+    return kh_int64_hash_func(key.gid.global.subnet_prefix ^
+                              key.gid.global.interface_id ^ key.lid);
+}
+
+static inline int uct_syncmem_ah_key_equal(uct_syncmem_ah_key_t a,
+                                           uct_syncmem_ah_key_t b)
+{
+    return (a.lid == b.lid) && !memcmp(&a.gid, &b.gid, sizeof(a.gid));
+}
+
+KHASH_INIT(uct_syncmem_ahs, uct_syncmem_ah_key_t, struct ibv_ah*, 1,
+           uct_syncmem_ah_key_hash, uct_syncmem_ah_key_equal)
 
 void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
                               struct ibv_qp_init_attr *init);
