@@ -7,12 +7,8 @@
 #ifndef UCT_SYNCMEM_REPLAY_H_
 #define UCT_SYNCMEM_REPLAY_H_
 
-#include "syncmem.h"
+#include "syncmem_ep_state.h"
 
-/* Entries a ring holds beyond the requests an endpoint may have
- * outstanding: the drain when its QP fails (syncmem_ep_tx.c), and VERIFY's
- * read-back. */
-#define UCT_SYNCMEM_REPLAY_SPARE    2
 #define UCT_SYNCMEM_RESUME_MAX_PKTS 128 /* Soft-RoCE's unacknowledged PSNs:
                                           a longer request is not resumed
                                           (uct_syncmem_replay_resume_risk) */
@@ -39,26 +35,6 @@ typedef struct uct_syncmem_replay {
                             not set when inline (never an atomic) */
     uint64_t data[];
 } uct_syncmem_replay_t;
-
-/* An endpoint's ring, and the PSNs its requests take. */
-typedef struct uct_syncmem_replay_ring {
-    uint8_t          *ring;         /* entry of sn: ring + (sn & mask) *
-                                       stride; NULL: none kept, or
-                                       parked (stride not 0) */
-    uint32_t         stride;        /* 0: requests are not kept */
-    uint16_t         mask;
-    uint8_t          mtu_shift;     /* log2 of the path MTU */
-    uint32_t         next_psn;      /* of the next request posted; its
-                                       low 24 bits are the PSN */
-} uct_syncmem_replay_ring_t;
-
-/* Atomics whose outcome a reconnect lost, not yet retired. */
-typedef struct uct_syncmem_replay_lost {
-    unsigned         count;
-    uint16_t         last_sn;       /* the last of them */
-    uint8_t          silent;        /* one without a completion retired:
-                                       the next flush reports it */
-} uct_syncmem_replay_lost_t;
 
 static UCS_F_ALWAYS_INLINE int uct_syncmem_opcode_is_atomic(int opcode)
 {
