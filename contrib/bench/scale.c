@@ -50,7 +50,6 @@
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,15 +57,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "scale.h"
+#include "scale_run.h"
+#include "scale_flap.h"
 
-double now_sec(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#define SCALE_HEADER "transport,n,rep,rss_kb_per_ep,rss_traffic_kb_per_ep," \
+                     "heap_kb_per_ep,connect_ms,lat_med_us,lat_p99_us," \
+                     "rate_ops,rss_idle_kb_per_ep,heap_idle_kb_per_ep,note"
 
 /* Resident and malloc'd kB of this process. Resident as the kernel finds
  * it walking the page tables (smaps_rollup): statm's counters are cached
@@ -89,19 +85,6 @@ static void scale_mem(double *rss, double *heap)
     }
     *rss  = kb;
     *heap = (mi.uordblks + mi.hblkhd) / 1024.0;
-}
-
-/* Says why in the row's note (the first reason stays); -1 */
-int scale_fail(scale_t *s, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (s->res->note[0] == '\0') {
-        va_start(ap, fmt);
-        vsnprintf(s->res->note, sizeof(s->res->note), fmt, ap);
-        va_end(ap);
-    }
-    return -1;
 }
 
 static void scale_comp_cb(uct_completion_t *self)
@@ -128,7 +111,7 @@ static ucs_status_t scale_err_handler(void *arg, uct_ep_h ep,
 /* Progresses both workers; -1 (and the note) once an endpoint or a flush
  * failed or WHAT, waited for since START, passed its bound (COUNTED: it
  * says how many endpoints were done) */
-int scale_progress(scale_t *s, double start, const char *what,
+static int scale_progress(scale_t *s, double start, const char *what,
                           int counted)
 {
     uct_worker_progress(s->worker[0]);

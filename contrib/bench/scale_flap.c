@@ -26,7 +26,7 @@
  * return falls in), "event reconnect ..." (faults_events.h), and a
  * last "result ..." line. Times are realtime seconds.
  */
-#include "scale.h"
+#include "scale_flap.h"
 #include "../harness/faults_events.h"
 
 #include <fcntl.h>

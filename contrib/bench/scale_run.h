@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * scale.h: what scale.c (the endpoints, the cost rows) and scale_flap.c
- * (a verified stream over all of them, for the fault bench) share.
+ * scale_run.h: one N's run of the scale bench, what both of its parts work
+ * on: scale.c (the endpoints, the cost rows) and scale_flap.c (a verified
+ * stream over all of them, for the fault bench). The run's options, its
+ * result, its state, and the helpers both call (scale_run.c).
  */
-#ifndef SCALE_H
-#define SCALE_H
+#ifndef SCALE_RUN_H
+#define SCALE_RUN_H
 
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
@@ -12,9 +14,6 @@
 #include <math.h>
 
 #define SCALE_MAX_N  64
-#define SCALE_HEADER "transport,n,rep,rss_kb_per_ep,rss_traffic_kb_per_ep," \
-                     "heap_kb_per_ep,connect_ms,lat_med_us,lat_p99_us," \
-                     "rate_ops,rss_idle_kb_per_ep,heap_idle_kb_per_ep,note"
 
 typedef struct {
     const char    *tl, *name, *dev[2];  /* dev: the client's, the peer's */
@@ -64,11 +63,9 @@ struct scale {
     ucs_status_t        ep_status;    /* the iface's error handler's first */
 };
 
+/* Monotonic seconds */
 double now_sec(void);
+/* Says why in the row's note (the first reason stays); -1 */
 int scale_fail(scale_t *s, const char *fmt, ...);
-int scale_progress(scale_t *s, double start, const char *what, int counted);
-/* scale_flap.c: the stream; 0 when it ran (its verdict is in its output) */
-void scale_flap_watch(void);
-int scale_flap(scale_t *s);
 
 #endif
