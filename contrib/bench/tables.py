@@ -5,7 +5,8 @@
 contrib/bench.sh and contrib/harness/faults.sh measure and write CSV files into a
 results directory (bench-results/); this program reads them, computes the
 medians and ratios, and prints tables (markdown). Shell does the running,
-this does the arithmetic. Python 3, standard library only.
+this does the arithmetic (its helpers: tables_base.py, shared with
+tables_mpi.py). Python 3, standard library only.
 
   contrib/bench/tables.py bench  DIR [--markdown FILE]...   bench.sh's tables
   contrib/bench/tables.py scale  DIR [--markdown FILE]...   its scale section's
@@ -71,161 +72,16 @@ written whole with every table of that kind. Each block starts with a line that 
 on which kernel and UCX the numbers were measured.
 """
 
-import csv
-import math
 import os
 import re
 import shutil
 import statistics
 import sys
 
-# --- numbers ----------------------------------------------------------------
-
-
-def num(s):
-    """A float from a CSV cell, None for '', 'nan', '-' and the like."""
-    try:
-        v = float(s)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) else v
-
-
-def median(values):
-    """Median of the numbers among VALUES (None left out); None if none."""
-    v = [x for x in values if x is not None]
-    return statistics.median(v) if v else None
-
-
-def ratio(a, b):
-    if a is None or b is None or b == 0:
-        return None
-    return a / b
-
-
-def fmt(v):
-    """A measured value: 3 significant digits (integers above 100), no
-    exponent."""
-    if v is None:
-        return "-"
-    a = abs(v)
-    if a >= 100:
-        return "%.0f" % v
-    if a >= 10:
-        return "%.1f" % v
-    if a >= 1:
-        return "%.2f" % v
-    return "%.3g" % v
-
-
-def fmt_ratio(v, digits=2):
-    """A ratio: 2 decimals; those far below 1 with 3 significant digits."""
-    if v is None:
-        return "-"
-    if v < 0.1 or digits == 3:
-        return "%.3g" % v
-    return "%.*f" % (digits, v)
-
-
-class Runs:
-    """The runs behind the cells of one set of tables: which cells none of
-    their runs measured (the exit status), whether any has fewer numbers
-    than runs (the head line says what a mark means)."""
-
-    def __init__(self, reps=None):
-        self.reps = reps        # the runs a cell should have; None: its rows
-        self.failed = {}        # cell name: why
-        self.partial = False
-
-    def median(self, name, values, expect=True):
-        """(median, mark) of VALUES, CSV cells or numbers: 'nan' (or None)
-        a run that gave no number, '' no run. EXPECT: the cell should have
-        self.reps runs even where it has fewer rows (a run that failed and
-        wrote none). The mark is '' or " (K of N)"; a cell of N runs and no
-        number is recorded as failed."""
-        runs = [v for v in values if not (isinstance(v, str) and v.strip() == "")]
-        got = [x for x in map(num, runs) if x is not None]
-        n = max(len(runs), (self.reps or 0) if expect else 0)
-        if n and not got:
-            self.failed[name] = "%d run%s, none gave a number" % (n, "s" * (n > 1))
-        if not got:
-            return None, ""
-        if len(got) < n:
-            self.partial = True
-            return statistics.median(got), " (%d of %d)" % (len(got), n)
-        return statistics.median(got), ""
-
-    def fmt(self, name, values, expect=True, form=None):
-        """The cell's text: its median formatted (fmt, or FORM) and mark."""
-        m, mark = self.median(name, values, expect)
-        if m is None:
-            return "-"
-        return (form % m if form else fmt(m)) + mark
-
-
-# --- input ------------------------------------------------------------------
-
-
-def read_csv(path):
-    if not os.path.exists(path):
-        return None
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def read_meta(path):
-    meta = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                k, sep, v = line.rstrip("\n").partition("=")
-                if sep:
-                    meta[k.strip()] = v.strip()
-    return meta
-
-
-def read_notes(path):
-    """faults.notes: {(transport, scenario): note}; {} if there is none."""
-    notes = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                w = line.rstrip("\n").split("\t", 2)
-                if len(w) == 3:
-                    notes[w[0], w[1]] = w[2]
-    return notes
-
-
-def ordered(rows, key):
-    """The values of KEY in ROWS, in order of first appearance."""
-    seen = []
-    for r in rows:
-        if r[key] not in seen:
-            seen.append(r[key])
-    return seen
-
-
-def table(header, rows):
-    """A markdown table."""
-    out = ["| " + " | ".join(header) + " |",
-           "|" + "|".join(" --- " for _ in header) + "|"]
-    for r in rows:
-        out.append("| " + " | ".join(str(c) for c in r) + " |")
-    return "\n".join(out) + "\n"
-
-
-def stamp(meta, what):
-    """The line that says where the numbers come from."""
-    parts = ["Generated by `%s`" % what]
-    if meta.get("date"):
-        parts.append("measured %s" % meta["date"])
-    parts.append("kernel %s" % meta.get("kernel", "unknown"))
-    parts.append("UCX %s" % meta.get("ucx", "unknown"))
-    if meta.get("commit"):
-        parts.append("commit %s" % meta["commit"])
-    extra = [meta[k] for k in ("run", "note") if meta.get(k)]
-    return "_" + ", ".join(parts + extra) + "._\n"
-
+import tables_mpi
+from tables_base import (REFERENCE, Runs, fmt, fmt_ratio, median, num,
+                         ordered, ratio, read_csv, read_meta, read_notes,
+                         run_summary, stamp, table)
 
 # --- bench.sh ---------------------------------------------------------------
 
@@ -261,9 +117,6 @@ TESTS = {
 SUMMARY = ["put_lat", "put_bw_64k_zcopy", "get_64k_zcopy", "put_mr_8b",
            "am_lat", "am_bw_4k_bcopy", "fadd", "ucp_put_lat",
            "ucp_put_bw_64k", "ucp_fadd", "ucp_cswap", "tag_lat", "tag_bw_1m"]
-
-REFERENCE = "rc_verbs"
-
 
 def is_raw(transport):
     """rdma-core perftest tools (ib_write_bw, ...): the raw verbs column."""
@@ -561,20 +414,6 @@ def copy_plots(d, dest, blocks):
 BENCH_SECTIONS = ["main", "callgrind", "rcache", "passive", "sweep"]
 
 
-def run_summary(extent, reps, runs):
-    """A block's 'run' line: what ran, how many reps, what the marks mean."""
-    run = [extent]
-    if reps:
-        run.append("one run" if reps == "1" else "medians of %s runs" % reps)
-    if runs.partial:
-        run.append("a cell marked (K of N): the median of the K of its N runs "
-                   "that gave a number")
-    if runs.failed:
-        run.append("%d cell%s where no run gave a number ('-')"
-                   % (len(runs.failed), "s" * (len(runs.failed) > 1)))
-    return "; ".join(run)
-
-
 def bench_extent(ran, res):
     """'whole run', or 'partial run (what it lacked)': every section and
     every main test, or not (--only, --no-sweep)."""
@@ -706,11 +545,7 @@ def bench_blocks(d):
 
 
 def mpi_scale_blocks(d, expected=True):
-    """The mpi_scale section's block: contrib/bench/tables_mpi.py, which
-    uses this module's helpers (as 'tables', whether this runs as a script
-    or was imported)."""
-    sys.modules.setdefault("tables", sys.modules[__name__])
-    import tables_mpi
+    """The mpi_scale section's block: contrib/bench/tables_mpi.py."""
     return tables_mpi.blocks(d, expected)
 
 

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """tables_mpi.py: the tables of bench.sh's mpi_scale section, for tables.py.
 
-A file of its own, as tables.py is long; it uses tables.py's helpers
+A file of its own, as tables.py is long; it uses tables_base.py's helpers
 (the medians, the marks of runs that gave no number, the stamp line) and
-is used only through it ('tables.py mpi_scale DIR', and the 'bench mpi_scale'
+is used only through tables.py ('tables.py mpi_scale DIR', and the 'bench mpi_scale'
 block of 'tables.py bench'). It reads DIR/mpi_scale.csv, which bench.sh
 writes from contrib/bench/mpi_scale.c's lines:
 
@@ -18,7 +18,7 @@ kB); nan and a note (why) where the job could not measure it.
 
 import os
 
-import tables as t
+import tables_base as t
 
 # A whole run of the section: these transports at these rank counts
 MPI_SCALE_TRANSPORTS = ["syncmem", "rc_verbs"]

@@ -109,10 +109,10 @@ import os
 import re
 import sys
 
-# the CSV, key=value and notes readers are tables.py's (the faults table's)
+# the CSV, key=value and notes readers are the bench tables' (tables_base.py)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "bench"))
-import tables  # noqa: E402
+import tables_base  # noqa: E402
 
 COLUMNS = ["ops_ok", "ops_failed", "lost", "duplicated", "corrupted",
            "reconnects", "hang", "recovery_ms", "ep_recreated"]
@@ -631,7 +631,7 @@ def judge_mpi(run, log, out, deadline):
 
 def judge(log):
     """(transport, scenario, columns, note) of the row whose files are LOG.*"""
-    run = tables.read_meta(log + ".run")
+    run = tables_base.read_meta(log + ".run")
     for k in ("transport", "scenario", "kind"):
         if k not in run:
             raise SystemExit("faults.py: %s.run has no %s" % (log, k))
@@ -680,9 +680,9 @@ def write_row(d, tl, sc, cols, note):
 
 def read_rows(d):
     rows = {}
-    for r in tables.read_csv(os.path.join(d, "faults.csv")) or []:
+    for r in tables_base.read_csv(os.path.join(d, "faults.csv")) or []:
         rows.setdefault((r["transport"], r["scenario"]), []).append(r)
-    return rows, tables.read_notes(os.path.join(d, "faults.notes"))
+    return rows, tables_base.read_notes(os.path.join(d, "faults.notes"))
 
 
 LINE = "%-20s %-13s %8s %7s %5s %5s %6s %6s %5s %9s %6s  %s"
