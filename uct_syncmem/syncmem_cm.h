@@ -70,6 +70,13 @@ void uct_syncmem_cm_send_rtu(uct_syncmem_ep_t *ep);
 
 #define UCT_SYNCMEM_CM_GRH_LEN  40          /* UD receives start with it */
 #define UCT_SYNCMEM_CM_SLOT     128
+/* Sized for a connection storm: an initiator sends the REQs of all the
+ * endpoints it creates at once (a send slot each), the target takes them
+ * in (a receive slot each) and probes the half-open connections they make
+ * (the default CM_MAX_HALF_OPEN), to make room for more. */
+#define UCT_SYNCMEM_CM_RECVS    256
+#define UCT_SYNCMEM_CM_SENDS    128
+#define UCT_SYNCMEM_CM_PROBES   256         /* keepalive writes in flight */
 /* Released connections are remembered for as long as a reconnect may still
  * name them (syncmem_cm_msg.c); this many at most, a memory bound. */
 #define UCT_SYNCMEM_CM_TOMBS    4096
@@ -134,6 +141,21 @@ typedef struct UCS_S_PACKED uct_syncmem_cm_msg {
 /* A version 1 peer's messages are this long (after the GRH); ours, which
  * such a peer reads as far as it knows, are sizeof(uct_syncmem_cm_msg_t). */
 #define UCT_SYNCMEM_CM_MSG_V1_LEN  ucs_offsetof(uct_syncmem_cm_msg_t, old_qpn)
+
+/* syncmem_cm_ud.c: the UD QP, its CQ (the passive QPs' too) and slots */
+ucs_status_t uct_syncmem_cm_ud_open(uct_syncmem_iface_t *iface);
+void uct_syncmem_cm_ud_close(uct_syncmem_iface_t *iface);
+void *uct_syncmem_cm_slot(uct_syncmem_iface_t *iface, unsigned slot);
+ucs_status_t uct_syncmem_cm_post_recv(uct_syncmem_iface_t *iface,
+                                      unsigned slot);
+/* Sends msg to the CM QP qpn at peer; dropped if the send queue is full
+ * (every message is sent again, or best effort). */
+void uct_syncmem_cm_send(uct_syncmem_iface_t *iface,
+                         const uct_syncmem_port_t *peer, uint32_t qpn,
+                         const uct_syncmem_cm_msg_t *msg);
+void uct_syncmem_cm_sends_wait(uct_syncmem_iface_t *iface, unsigned max,
+                               ucs_time_t deadline);
+void uct_syncmem_cm_qp_recover(uct_syncmem_iface_t *iface);
 
 /* The passive side of one connection, owned by the target iface. It is
  * half-open until a keepalive write has reached the initiator's QP: only
