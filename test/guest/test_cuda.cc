@@ -44,7 +44,8 @@ TEST_F(syncmem_test, host_memory_only_without_cuda)
     // module does not load it for a process that has not
     std::string line = out.substr(pos, out.find('\n', pos) - pos);
     EXPECT_NE(std::string::npos,
-              line.find("the process has not loaded the CUDA driver"))
+              line.find("the process has not loaded and initialised the CUDA"
+                        " driver"))
             << line;
     EXPECT_EQ(std::string::npos, out.find("CUDA driver in use")) << out;
 }
