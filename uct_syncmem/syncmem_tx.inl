@@ -98,8 +98,18 @@ uct_syncmem_ep_check_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
         }
     } else if (uct_syncmem_ep_tx_limit(iface, ep) <
                (int)iface->config.tx_queue_len) {
-        /* a ring that may grow: the next progress grows it (UCP's
-         * pending_add at once) */
+        /* a ring that may grow: it grows now, out of line, as a parked
+         * one takes its ring (uct_syncmem_ep_unpark), so that no
+         * operation is refused while the send queue has room (a
+         * pending_add after it would find room and answer BUSY); behind
+         * pending requests, the next progress grows it. Not while a fence
+         * waits: no ring grows then (uct_syncmem_replay_grow), and the
+         * operation would be sent back here */
+        if (!ep->fence_wait &&
+            (ucs_arbiter_group_is_empty(&ep->arb_group) ||
+             (iface->dispatching == ep))) {
+            return UCT_SYNCMEM_ERR_PARKED;
+        }
         iface->grow_due  = 1;
         iface->check_due = 1;
     }

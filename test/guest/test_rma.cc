@@ -567,7 +567,8 @@ TEST_F(syncmem_rma_test, many_endpoints_never_starve_the_send_cq)
 // grows the ring for its empty write: it answers UCS_INPROGRESS, not
 // UCS_ERR_NO_RESOURCE (a ring of 4 entries holds 2 requests; no progress
 // in between, so neither has completed). Without the doorbell, which grows
-// a full ring as it keeps a request.
+// a full ring as it keeps a request. An operation that finds the ring full
+// grows it too, and is taken: never refused while the send queue has room.
 TEST_F(syncmem_rma_test, flush_grows_a_full_ring_for_its_empty_write)
 {
     uct_iface_h iface;
@@ -588,17 +589,30 @@ TEST_F(syncmem_rma_test, flush_grows_a_full_ring_for_its_empty_write)
     }));
     ASSERT_EQ(UCS_OK, uct_ep_put_short(ep, &values[1], 8,
                                        (uintptr_t)&words[1], dst->rkey.rkey));
-    EXPECT_EQ(UCS_ERR_NO_RESOURCE,
-              uct_ep_put_short(ep, &values[1], 8, (uintptr_t)&words[1],
-                               dst->rkey.rkey)) << "the ring is not full";
+    const uct_syncmem_ep_t *sep = ucs_derived_of(ep, uct_syncmem_ep_t);
+    ASSERT_EQ(0, sep->tx.available) << "the ring is not full";
+    unsigned entries = sep->replay.mask + 1u;
 
     uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
     ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep, 0, &comp));
+    EXPECT_EQ(2 * entries, sep->replay.mask + 1u) << "the flush grew no ring";
     ASSERT_TRUE(wait_for("the flush to complete",
                          [&] { return comp.count == 0; }));
     EXPECT_EQ(UCS_OK, comp.status);
     EXPECT_EQ(values[0], words[0]);
     EXPECT_EQ(values[1], words[1]);
+
+    // full again: the next operation grows the ring and is taken
+    uint64_t more[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+    for (unsigned i = 0; i < 8; ++i) {
+        EXPECT_EQ(UCS_OK, uct_ep_put_short(ep, &more[i], 8,
+                                           (uintptr_t)&words[i % 2],
+                                           dst->rkey.rkey)) << "put " << i;
+    }
+    EXPECT_LT(2 * entries, sep->replay.mask + 1u);
+    flush(ep);
+    EXPECT_EQ(more[6], words[0]);
+    EXPECT_EQ(more[7], words[1]);
 }
 
 // TX_QUEUE_LEN is the length of the QP's send queue as created, the drain
