@@ -56,8 +56,9 @@
 #include <ucs/time/time.h>
 #include <string.h>
 
-/* ...of the keepalive writes (UCT_SYNCMEM_CM_PROBES) posted by one tick of the keepalive timer: a tick that falls
- * in a link outage fails (and releases) no more connections than this */
+/* Keepalive writes (of UCT_SYNCMEM_CM_PROBES in flight) posted by one tick
+ * of the keepalive timer: a tick that falls in a link outage fails (and
+ * releases) no more connections than this */
 #define UCT_SYNCMEM_CM_KEEPALIVES 32
 
 /* A message of ep's connection to the peer's CM QP. */

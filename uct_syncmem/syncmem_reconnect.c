@@ -645,6 +645,7 @@ again:
             }
         }
         if ((ep->cm.peer_gone &&
+             uct_syncmem_ep_state_connecting(ep->state) &&
              (uct_syncmem_ep_event(ep, UCT_SYNCMEM_EP_EV_GONE) != UCS_OK)) ||
             (uct_syncmem_ep_event(ep, UCT_SYNCMEM_EP_EV_TIMER) != UCS_OK)) {
             ++count;

@@ -105,6 +105,19 @@ protected:
         return action;
     }
 
+    // An endpoint of ours in state, generation gen, of connection 7 to
+    // the iface 0xabc through its CM QP 0x40 (what msg() sends from); the
+    // caller puts it in the iface's list.
+    static uct_syncmem_ep_t our_ep(uint8_t state, uint16_t gen = 0) {
+        uct_syncmem_ep_t ep = {};
+        ep.state            = state;
+        ep.cm.conn_id       = 7;
+        ep.cm.gen           = gen;
+        ep.cm.peer_iface_id = 0xabc;
+        ep.cm.peer_cm_qpn   = 0x40;
+        return ep;
+    }
+
     uct_syncmem_iface_t *m_iface;
     uint32_t            m_next_qpn = 0x900;
 };
@@ -308,11 +321,7 @@ TEST_F(cm, release_and_reconnect_only_from_the_opener)
 
 TEST_F(cm, reply_believed_once_from_the_iface_asked)
 {
-    uct_syncmem_ep_t ep = {};
-    ep.state            = UCT_SYNCMEM_EP_CONNECTING;
-    ep.cm.conn_id       = 7;
-    ep.cm.peer_iface_id = 0xabc;
-    ep.cm.peer_cm_qpn   = 0x40;
+    uct_syncmem_ep_t ep = our_ep(UCT_SYNCMEM_EP_CONNECTING);
     ucs_list_add_tail(&m_iface->eps, &ep.list);
 
     EXPECT_EQ(UCT_SYNCMEM_CM_DROP, receive(msg(UCT_SYNCMEM_CM_REP, 0x41, 7), 0x41));
@@ -332,12 +341,7 @@ TEST_F(cm, reply_believed_once_from_the_iface_asked)
 // target sends it only to initiators whose REQ said they know it.
 TEST_F(cm, gone_believed_only_from_the_iface_asked)
 {
-    uct_syncmem_ep_t ep = {};
-    ep.state            = UCT_SYNCMEM_EP_RECONN_WAIT_REP;
-    ep.cm.conn_id       = 7;
-    ep.cm.gen           = 3;
-    ep.cm.peer_iface_id = 0xabc;
-    ep.cm.peer_cm_qpn   = 0x40;
+    uct_syncmem_ep_t ep = our_ep(UCT_SYNCMEM_EP_RECONN_WAIT_REP, 3);
     ucs_list_add_tail(&m_iface->eps, &ep.list);
 
     EXPECT_EQ(UCT_SYNCMEM_CM_DROP,
@@ -367,12 +371,7 @@ TEST_F(cm, gone_believed_only_from_the_iface_asked)
 // REQ, not answered yet, from the iface asked.
 TEST_F(cm, busy_believed_only_for_the_req_waiting)
 {
-    uct_syncmem_ep_t ep = {};
-    ep.state            = UCT_SYNCMEM_EP_CONNECTING;
-    ep.cm.conn_id       = 7;
-    ep.cm.gen           = 2;
-    ep.cm.peer_iface_id = 0xabc;
-    ep.cm.peer_cm_qpn   = 0x40;
+    uct_syncmem_ep_t ep = our_ep(UCT_SYNCMEM_EP_CONNECTING, 2);
     ucs_list_add_tail(&m_iface->eps, &ep.list);
 
     EXPECT_EQ(UCT_SYNCMEM_CM_DROP,
@@ -394,13 +393,8 @@ TEST_F(cm, busy_believed_only_for_the_req_waiting)
 TEST_F(cm, resume_noted_only_for_the_same_qp)
 {
     const uint8_t resume = UCT_SYNCMEM_CM_F_RESUME;
-    uct_syncmem_ep_t ep  = {};
-    ep.state             = UCT_SYNCMEM_EP_RECONN_WAIT_BOTH;
-    ep.cm.conn_id        = 7;
-    ep.cm.peer_iface_id  = 0xabc;
-    ep.cm.peer_cm_qpn    = 0x40;
+    uct_syncmem_ep_t ep  = our_ep(UCT_SYNCMEM_EP_RECONN_WAIT_BOTH, 1);
     ep.cm.peer_rc_qpn    = 0x507;
-    ep.cm.gen            = 1;
     ucs_list_add_tail(&m_iface->eps, &ep.list);
 
     ep.reconnect.resume = 1;
@@ -431,13 +425,8 @@ TEST_F(cm, resume_noted_only_for_the_same_qp)
 TEST_F(cm, where_the_replaced_qp_stopped)
 {
     const uint8_t stopped = UCT_SYNCMEM_CM_F_RQ_PSN;
-    uct_syncmem_ep_t ep   = {};
-    ep.state              = UCT_SYNCMEM_EP_RECONN_WAIT_BOTH;
-    ep.cm.conn_id         = 7;
-    ep.cm.peer_iface_id   = 0xabc;
-    ep.cm.peer_cm_qpn     = 0x40;
+    uct_syncmem_ep_t ep   = our_ep(UCT_SYNCMEM_EP_RECONN_WAIT_BOTH, 1);
     ep.cm.peer_rc_qpn     = 0x507;
-    ep.cm.gen             = 1;
     ep.reconnect.old_peer_qpn = 0x507;
     ucs_list_add_tail(&m_iface->eps, &ep.list);
 
