@@ -49,7 +49,7 @@ static void uct_syncmem_rx_desc_init(uct_iface_h tl_iface, void *obj,
 {
     uct_syncmem_rx_desc_t *desc = obj;
 
-    desc->lkey = ((uct_syncmem_mem_t*)memh)->mr->lkey;
+    desc->lkey = uct_syncmem_memh_lkey(memh);
 }
 
 /* Posts up to max receive buffers to the SRQ, as one chain. */

@@ -37,6 +37,10 @@ ucs_status_t uct_syncmem_iface_inject_refusal(uct_iface_h iface, int persist);
 ucs_status_t uct_syncmem_md_rcache_counters(uct_md_h md,
                                             uct_syncmem_rcache_counters_t *c);
 
+/* syncmem_memh.c: remote keys made for invalidation (packed with
+ * UCT_MD_MKEY_PACK_FLAG_INVALIDATE), by every md, ever */
+uint64_t uct_syncmem_md_inv_keys(void);
+
 /* syncmem_verify.c: what the consistency check did */
 void uct_syncmem_iface_verify_counters(uct_iface_h iface,
                                        uct_syncmem_verify_counters_t *c);

@@ -362,7 +362,7 @@ static void uct_syncmem_iface_desc_init(uct_iface_h tl_iface, void *obj,
 {
     uct_syncmem_desc_t *desc = obj;
 
-    desc->lkey = ((uct_syncmem_mem_t*)memh)->mr->lkey;
+    desc->lkey = uct_syncmem_memh_lkey(memh);
 }
 
 static ucs_mpool_ops_t uct_syncmem_op_mpool_ops = {

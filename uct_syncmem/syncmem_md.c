@@ -8,8 +8,7 @@
  */
 #include "syncmem_md.h"
 #include "syncmem_iface.h"
-
-#include <ucs/algorithm/crc.h>
+#include "syncmem_mw.h"
 
 #include <ucs/sys/string.h>
 #include <ucs/sys/topo/base/topo.h>
@@ -60,6 +59,16 @@ static ucs_config_field_t uct_syncmem_md_config_table[] = {
      "(see CUDA_REG_CACHE); the oldest go first.",
      ucs_offsetof(uct_syncmem_md_config_t, cuda_reg_cache_size),
      UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"MW", "try",
+     "Memory windows for the remote keys UCP packs for invalidation (peer\n"
+     "error handling: a rendezvous whose transfer fails revokes the key of\n"
+     "its buffer, and the registration cache keeps the registration):\n"
+     " y   - use them; opening the memory domain fails without them\n"
+     " n   - register the buffer again for such a key instead\n"
+     " try - use them where the device has them (ibv_devinfo -v: MEM_WINDOW)",
+     ucs_offsetof(uct_syncmem_md_config_t, mw_mode),
+     UCS_CONFIG_TYPE_TERNARY},
 
     {NULL}
 };
@@ -136,37 +145,11 @@ static void uct_syncmem_md_close(uct_md_h tl_md)
     uct_syncmem_rcache_cleanup(md);
     uct_syncmem_cuda_cleanup(md);
     uct_syncmem_port_events_cleanup(md);
+    uct_syncmem_mw_domain_destroy(md->mw);
+    uct_syncmem_memh_cleanup(md);
     ibv_dealloc_pd(md->pd);
     ibv_close_device(md->ctx);
     ucs_free(md);
-}
-
-/* Whether this UCX has CUDA support of its own: cuda_copy detects CUDA
- * memory, copies it, and UCM's hooks report its frees. */
-static int uct_syncmem_md_ucx_has_cuda(void)
-{
-    static int has_cuda = -1;
-    uct_component_h *components;
-    unsigned i, num;
-    int found = 0;
-
-    if (has_cuda >= 0) {
-        return has_cuda;
-    }
-    if (uct_query_components(&components, &num) == UCS_OK) {
-        for (i = 0; i < num; ++i) {
-            uct_component_attr_t attr = {
-                .field_mask = UCT_COMPONENT_ATTR_FIELD_NAME
-            };
-            if ((uct_component_query(components[i], &attr) == UCS_OK) &&
-                !strcmp(attr.name, "cuda_cpy")) {
-                found = 1;
-            }
-        }
-        uct_release_component_list(components);
-    }
-    has_cuda = found;
-    return has_cuda;
 }
 
 /*
@@ -181,30 +164,7 @@ static int uct_syncmem_md_ucx_has_cuda(void)
 static int uct_syncmem_md_detects_cuda(void)
 {
     return (ucs_global_opts.enable_memtype_cache == UCS_NO) &&
-           uct_syncmem_cuda_in_use() && !uct_syncmem_md_ucx_has_cuda();
-}
-
-/* Said once, at the first CUDA registration, when UCP cannot know CUDA
- * memory: it would copy from it with the CPU (and crash), and keep
- * registrations of freed buffers in its own cache. */
-static void uct_syncmem_md_cuda_advice(void)
-{
-    static int said;
-
-    if (uct_syncmem_md_ucx_has_cuda() ||
-        __atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) {
-        return;
-    }
-    if (ucs_global_opts.enable_memtype_cache != UCS_NO) {
-        ucs_warn("syncmem: registering CUDA memory, but this UCX has no CUDA"
-                 " support (no cuda_copy), so UCP takes CUDA buffers for host"
-                 " memory: set UCX_MEMTYPE_CACHE=n for syncmem to tell it,"
-                 " and UCX_RCACHE_ENABLE=n (see uct_syncmem(7), GPU memory)");
-    } else {
-        ucs_debug("syncmem: CUDA memory over a UCX without CUDA support:"
-                  " UCP's registration cache sees no cudaFree, keep"
-                  " UCX_RCACHE_ENABLE=n");
-    }
+           uct_syncmem_cuda_in_use() && !uct_syncmem_memh_ucx_has_cuda();
 }
 
 /*
@@ -225,8 +185,10 @@ ucs_status_t uct_syncmem_md_query(uct_md_h tl_md, uct_syncmem_md_attr_t *attr)
     UCT_SYNCMEM_MD_ATTR_INIT(attr);
     /* no ADVISE (ib: on-demand paging), no REG_DMABUF: UCP's dma-buf fds go
      * to mem_reg, which takes none (CUDA's are ours: syncmem_cuda.c) */
+    /* INVALIDATE: UCP gives an endpoint with peer error handling an
+     * rma_bw lane to an iface only with it (syncmem_memh.c) */
     cap->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
-                            UCT_MD_FLAG_NEED_RKEY;
+                            UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_INVALIDATE;
     cap->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     cap->alloc_mem_types  = 0;
     cap->detect_mem_types = 0;
@@ -253,7 +215,7 @@ ucs_status_t uct_syncmem_md_query(uct_md_h tl_md, uct_syncmem_md_attr_t *attr)
      * zero-copy paths assert every registering MD is cacheable (1.18,
      * 1.22), and cache whatever this says. A UCX with CUDA support hears
      * of cudaFree (UCM's hooks); one without needs UCX_RCACHE_ENABLE=n for
-     * CUDA memory (uct_syncmem_md_cuda_advice) */
+     * CUDA memory (uct_syncmem_memh_cuda_advice) */
     attr->cache_mem_types           = UCS_MASK(UCS_MEMORY_TYPE_LAST);
     /* we take dma-bufs (CUDA), we hand out none: that is cuda_copy's part */
     attr->dmabuf_mem_types          = 0;
@@ -288,32 +250,6 @@ ucs_status_t uct_syncmem_md_query(uct_md_h tl_md, uct_syncmem_md_attr_t *attr)
     return UCS_OK;
 }
 
-ucs_status_t uct_syncmem_md_mem_reg_dmabuf(uct_md_h tl_md, int fd,
-                                           uint64_t offset, size_t length,
-                                           void *address, unsigned flags,
-                                           uct_mem_h *memh_p)
-{
-    uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
-    uct_syncmem_mem_t *memh;
-    ucs_status_t status;
-
-    memh = ucs_calloc(1, sizeof(*memh), "syncmem_memh");
-    if (memh == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    status = uct_syncmem_mr_reg_dmabuf(md, fd, offset, length,
-                                       (uintptr_t)address,
-                                       uct_syncmem_mr_access(flags),
-                                       uct_md_reg_log_lvl(flags), &memh->mr);
-    if (status != UCS_OK) {
-        ucs_free(memh);
-        return status;
-    }
-    *memh_p = memh;
-    return UCS_OK;
-}
-
 /* Whether the device takes dma-buf MRs at all: a driver without them
  * refuses before it looks at the fd, one with them fails on fd -1. */
 static int uct_syncmem_md_probe_dmabuf(uct_syncmem_md_t *md)
@@ -331,131 +267,6 @@ static int uct_syncmem_md_probe_dmabuf(uct_syncmem_md_t *md)
     ucs_debug("syncmem: %s: dma-buf MRs %s (probe: %m)", md->name,
               supported ? "supported" : "not supported");
     return supported;
-}
-
-static ucs_status_t uct_syncmem_mem_reg(uct_md_h tl_md, void *address,
-                                        size_t length,
-                                        UCT_SYNCMEM_MEM_REG_ARGS,
-                                        uct_mem_h *memh_p)
-{
-    unsigned         flags  = UCT_SYNCMEM_MEM_REG_FLAGS;
-    uct_syncmem_md_t *md    = ucs_derived_of(tl_md, uct_syncmem_md_t);
-    ucs_log_level_t  level  = uct_md_reg_log_lvl(flags);
-    int              access = uct_syncmem_mr_access(flags);
-    uct_syncmem_mem_t *memh;
-    ucs_status_t status;
-
-    if (length == 0) {
-        ucs_log(level, "syncmem: cannot register 0 bytes at %p on %s",
-                address, md->name);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    /* Host memory asks the driver nothing on a cache hit: the host cache
-     * asks it on a miss (NO_ELEM: CUDA memory), and CUDA allocations
-     * registered lately go straight to their own cache, which asks it
-     * always (NO_ELEM: not CUDA memory, or no longer). CUDA memory is
-     * registered with every access. */
-    status = UCS_ERR_NO_ELEM;
-    if ((md->rcache != NULL) && !uct_syncmem_cuda_hinted(md, address)) {
-        status = uct_syncmem_rcache_reg(md, address, length, access, level,
-                                        &memh);
-    }
-    if (status == UCS_ERR_NO_ELEM) {
-        status = uct_syncmem_cuda_reg(md, address, length, level, &memh);
-        if (status == UCS_OK) {
-            uct_syncmem_md_cuda_advice();
-        }
-    }
-    if ((status == UCS_ERR_NO_ELEM) && (md->rcache != NULL)) {
-        status = uct_syncmem_rcache_reg(md, address, length, access, level,
-                                        &memh);
-    }
-    if (status != UCS_ERR_NO_ELEM) {
-        if (status == UCS_OK) {
-            *memh_p = memh;
-        }
-        return status;
-    }
-
-    memh = ucs_malloc(sizeof(*memh), "syncmem_memh");
-    if (memh == NULL) {
-        return UCS_ERR_NO_MEMORY;
-    }
-
-    status = uct_syncmem_mr_reg(md, address, length, access, level, &memh->mr);
-    if (status != UCS_OK) {
-        ucs_free(memh);
-        return status;
-    }
-
-    memh->flags = 0;
-    *memh_p     = memh;
-    return UCS_OK;
-}
-
-static ucs_status_t
-uct_syncmem_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
-{
-    uct_syncmem_md_t *md = ucs_derived_of(tl_md, uct_syncmem_md_t);
-    uct_syncmem_mem_t *memh;
-
-    UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 0);
-    memh = params->memh;
-
-    if (memh->flags & UCT_SYNCMEM_MEM_FLAG_CACHED) {
-        uct_syncmem_rcache_dereg(md, memh);
-        return UCS_OK;
-    } else if (memh->flags & UCT_SYNCMEM_MEM_FLAG_CUDA) {
-        uct_syncmem_cuda_dereg(md, memh);
-        return UCS_OK;
-    }
-
-    uct_syncmem_mr_dereg(memh->mr);
-    ucs_free(memh);
-    return UCS_OK;
-}
-
-static uint16_t uct_syncmem_rkey_crc(const uct_syncmem_packed_rkey_t *packed)
-{
-    return ucs_crc16(packed, offsetof(uct_syncmem_packed_rkey_t, crc));
-}
-
-static ucs_status_t
-uct_syncmem_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
-                      UCT_SYNCMEM_MKEY_PACK_REGION_ARGS
-                      const uct_md_mkey_pack_params_t *params,
-                      void *rkey_buffer)
-{
-    uct_syncmem_mem_t *memh            = tl_memh;
-    uct_syncmem_packed_rkey_t *packed = rkey_buffer;
-
-    packed->magic = UCT_SYNCMEM_RKEY_MAGIC;
-    packed->rkey  = memh->mr->rkey;
-    packed->crc   = uct_syncmem_rkey_crc(packed);
-    return UCS_OK;
-}
-
-static ucs_status_t uct_syncmem_rkey_unpack(uct_component_t *component,
-                                            const void *rkey_buffer,
-                                            UCT_SYNCMEM_RKEY_UNPACK_PARAMS_ARG
-                                            uct_rkey_t *rkey_p, void **handle_p)
-{
-    uct_syncmem_packed_rkey_t packed;
-
-    /* the buffer comes from the network: it may be unaligned */
-    memcpy(&packed, rkey_buffer, sizeof(packed));
-    if ((packed.magic != UCT_SYNCMEM_RKEY_MAGIC) ||
-        (packed.crc != uct_syncmem_rkey_crc(&packed))) {
-        ucs_error("syncmem: remote key buffer %p is not a syncmem key (magic"
-                  " 0x%x crc 0x%x); was it packed by another transport or"
-                  " damaged?", rkey_buffer, packed.magic, packed.crc);
-        return UCS_ERR_INVALID_PARAM;
-    }
-
-    *rkey_p   = packed.rkey;
-    *handle_p = NULL;
-    return UCS_OK;
 }
 
 /*
@@ -515,10 +326,10 @@ static uct_md_ops_t uct_syncmem_md_ops = {
     .mem_alloc          = (uct_md_mem_alloc_func_t)ucs_empty_function_return_unsupported,
     .mem_free           = (uct_md_mem_free_func_t)ucs_empty_function_return_unsupported,
     .mem_advise         = (uct_md_mem_advise_func_t)ucs_empty_function_return_unsupported,
-    .mem_reg            = uct_syncmem_mem_reg,
-    .mem_dereg          = uct_syncmem_mem_dereg,
+    .mem_reg            = uct_syncmem_memh_mem_reg,
+    .mem_dereg          = uct_syncmem_memh_mem_dereg,
     .mem_query          = uct_syncmem_md_mem_query,
-    .mkey_pack          = uct_syncmem_mkey_pack,
+    .mkey_pack          = uct_syncmem_memh_mkey_pack,
     .detect_memory_type = uct_syncmem_cuda_detect,
     UCT_SYNCMEM_MD_OPS_COMPAT_FIELDS
     UCT_SYNCMEM_MD_OPS_ELEM_FIELDS
@@ -625,10 +436,25 @@ static ucs_status_t uct_syncmem_md_open(uct_component_t *component,
     md->sys_dev = uct_syncmem_md_sys_dev(md);
     md->peermem = !access("/sys/module/nvidia_peermem", F_OK) ||
                   !access("/sys/kernel/mm/memory_peers/nv_mem/version", F_OK);
+    status = uct_syncmem_memh_init(md);
+    if (status != UCS_OK) {
+        goto err_dealloc_pd;
+    }
+
+    /* before any registration: a window binds only over an MR that allows
+     * it; without the cache every registration is its handle's own */
+    status = uct_syncmem_mw_domain_create(md, (md_config->rcache_mode ==
+                                               UCS_NO) ? UCS_NO :
+                                              md_config->mw_mode, &md->mw);
+    if (status != UCS_OK) {
+        goto err_memh_cleanup;
+    }
+    md->mr_access = (md->mw != NULL) ? IBV_ACCESS_MW_BIND : 0;
+
     status = uct_syncmem_cuda_init(md, md_config->cuda_reg_cache,
                                    md_config->cuda_reg_cache_size);
     if (status != UCS_OK) {
-        goto err_dealloc_pd;
+        goto err_mw_destroy;
     }
 
     status = uct_syncmem_rcache_init(md, md_config);
@@ -650,6 +476,10 @@ err_rcache_cleanup:
     uct_syncmem_rcache_cleanup(md);
 err_cuda_cleanup:
     uct_syncmem_cuda_cleanup(md);
+err_mw_destroy:
+    uct_syncmem_mw_domain_destroy(md->mw);
+err_memh_cleanup:
+    uct_syncmem_memh_cleanup(md);
 err_dealloc_pd:
     ibv_dealloc_pd(md->pd);
 err_close:
@@ -664,7 +494,7 @@ uct_component_t uct_syncmem_component = {
     .query_md_resources = uct_syncmem_query_md_resources,
     .md_open            = uct_syncmem_md_open,
     .cm_open            = (uct_component_cm_open_func_t)ucs_empty_function_return_unsupported,
-    .rkey_unpack        = uct_syncmem_rkey_unpack,
+    .rkey_unpack        = uct_syncmem_memh_rkey_unpack,
     .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported,
     .rkey_release       = (uct_component_rkey_release_func_t)ucs_empty_function_return_success,
     .md_config          = {

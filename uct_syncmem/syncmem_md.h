@@ -17,6 +17,7 @@ typedef struct uct_syncmem_md_config {
     size_t                 reg_align;    /* UCS_MEMUNITS_AUTO: page size */
     unsigned               cuda_reg_cache; /* unused CUDA registrations kept */
     size_t                 cuda_reg_cache_size; /* ...and their bytes */
+    int                    mw_mode;      /* ucs_ternary_auto_value_t */
 } uct_syncmem_md_config_t;
 
 
@@ -30,6 +31,7 @@ typedef struct uct_syncmem_rcache_counters {
 
 
 typedef struct uct_syncmem_cuda_cache uct_syncmem_cuda_cache_t;
+typedef struct uct_syncmem_mw_domain uct_syncmem_mw_domain_t;
 
 struct uct_syncmem_md {
     uct_md_t               super;
@@ -40,6 +42,10 @@ struct uct_syncmem_md {
     ucs_rcache_t           *rcache;   /* NULL: every mem_reg registers */
     ucs_linear_func_t      reg_cost;  /* what mem_reg costs, for UCP */
     uct_syncmem_cuda_cache_t *cuda;   /* NULL: no CUDA driver */
+    uct_syncmem_mw_domain_t *mw;      /* NULL: no memory windows */
+    int                    mr_access; /* added to every writable host MR */
+    ucs_mpool_t            memh_mp;   /* syncmem_memh.c's handles */
+    ucs_spinlock_t         memh_lock; /* ...taken by any thread */
     int                    dmabuf;    /* the device takes dma-buf MRs */
     int                    peermem;   /* a peer-memory module is loaded */
     size_t                 reg_align;
@@ -64,7 +70,8 @@ typedef struct UCS_S_PACKED uct_syncmem_packed_rkey {
 } uct_syncmem_packed_rkey_t;
 
 
-/* A registration: what uct_mem_h points to. */
+/* A registration, perhaps shared by several memory handles
+ * (syncmem_memh.c). */
 typedef struct uct_syncmem_mem {
     struct ibv_mr *mr;
     unsigned      flags;  /* UCT_SYNCMEM_MEM_FLAG_* */
@@ -89,7 +96,24 @@ ucs_status_t uct_syncmem_mr_reg_dmabuf(uct_syncmem_md_t *md, int fd,
                                        struct ibv_mr **mr_p);
 void uct_syncmem_mr_dereg(struct ibv_mr *mr);
 
-/* syncmem_md.c */
+/* syncmem_memh.c: memory handles and remote keys (the md's ops) */
+ucs_status_t uct_syncmem_memh_init(uct_syncmem_md_t *md);
+void uct_syncmem_memh_cleanup(uct_syncmem_md_t *md);
+/* Whether this UCX has CUDA support of its own (cuda_copy) */
+int uct_syncmem_memh_ucx_has_cuda(void);
+ucs_status_t uct_syncmem_memh_mem_reg(uct_md_h tl_md, void *address,
+                                      size_t length, UCT_SYNCMEM_MEM_REG_ARGS,
+                                      uct_mem_h *memh_p);
+ucs_status_t uct_syncmem_memh_mem_dereg(uct_md_h tl_md,
+                                        const uct_md_mem_dereg_params_t *params);
+ucs_status_t uct_syncmem_memh_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
+                                        UCT_SYNCMEM_MKEY_PACK_REGION_ARGS
+                                        const uct_md_mkey_pack_params_t *params,
+                                        void *rkey_buffer);
+ucs_status_t uct_syncmem_memh_rkey_unpack(uct_component_t *component,
+                                          const void *rkey_buffer,
+                                          UCT_SYNCMEM_RKEY_UNPACK_PARAMS_ARG
+                                          uct_rkey_t *rkey_p, void **handle_p);
 /* Registers length bytes at offset of dma-buf fd, which the caller has
  * mapped at address (the address remote keys refer to). A syncmem
  * extension: UCX 1.13's UCT has no dma-buf in its API. */
@@ -97,6 +121,12 @@ ucs_status_t uct_syncmem_md_mem_reg_dmabuf(uct_md_h md, int fd,
                                            uint64_t offset, size_t length,
                                            void *address, unsigned flags,
                                            uct_mem_h *memh_p);
+/* The lkey of a memory handle, for the data path. */
+static UCS_F_ALWAYS_INLINE uint32_t uct_syncmem_memh_lkey(uct_mem_h memh)
+{
+    /* every handle starts with its MR (syncmem_memh.c) */
+    return (*(struct ibv_mr**)memh)->lkey;
+}
 
 /* syncmem_cuda.c */
 /* What the driver says of an address in CUDA device memory. */

@@ -40,6 +40,11 @@ ucs_status_t uct_syncmem_mr_reg(uct_syncmem_md_t *md, void *address,
 {
     struct ibv_mr *mr;
 
+    /* the kernel pins memory for write where windows may bind (its
+     * ib_access_writable()): read-only memory could not be registered */
+    if (access & IBV_ACCESS_LOCAL_WRITE) {
+        access |= md->mr_access;
+    }
     mr = ibv_reg_mr(md->pd, address, length, access);
     if (mr != NULL) {
         *mr_p = mr;

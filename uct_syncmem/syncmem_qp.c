@@ -385,7 +385,8 @@ static const struct {
         " endpoint, a cancel, or a device or port event), so its outstanding"
         " requests are flushed; look for the first error"},
     [IBV_WC_MW_BIND_ERR] = {"MW_BIND_ERR",
-        "a memory window bind failed; syncmem binds none: check the device"
+        "a memory window bind failed; syncmem binds windows only on its"
+        " memory domain's own QP, never an endpoint's: check the device"
         " driver (dmesg)"},
     [IBV_WC_BAD_RESP_ERR] = {"BAD_RESP_ERR",
         "the responder answered with an unexpected transport opcode: a"
@@ -403,7 +404,9 @@ static const struct {
     [IBV_WC_REM_ACCESS_ERR] = {"REM_ACCESS_ERR",
         "remote region not registered for this access (e.g. written but"
         " registered read-only), the address outside the registration, or"
-        " the rkey stale (the peer deregistered or unmapped that memory)"},
+        " the rkey stale (the peer deregistered or unmapped that memory, or"
+        " revoked the key: UCP does for a rendezvous whose transfer failed"
+        " on an endpoint with peer error handling)"},
     [IBV_WC_REM_OP_ERR] = {"REM_OP_ERR",
         "the responder could not complete the request (its QP or receive"
         " queue in error); check the peer's log"},

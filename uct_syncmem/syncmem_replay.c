@@ -751,9 +751,11 @@ void uct_syncmem_replay_describe(const uct_syncmem_ep_t *ep, uint16_t sn,
         return;
     }
     e = uct_syncmem_replay_entry(&ep->replay, sn);
-    ucs_snprintf_zero(buf, max, " (%s of %u bytes at 0x%" PRIx64 "%s)",
-                      ((e->opcode < ucs_static_array_size(names)) &&
-                       (names[e->opcode] != NULL)) ? names[e->opcode] : "?",
-                      e->length, e->remote_addr,
+    /* the rkey: a peer's revoked key (UCP's invalidation) is told by it */
+    ucs_snprintf_zero(buf, max, " (%s of %u bytes at 0x%" PRIx64 " rkey 0x%x"
+                      "%s)", ((e->opcode < ucs_static_array_size(names)) &&
+                              (names[e->opcode] != NULL)) ?
+                      names[e->opcode] : "?", e->length, e->remote_addr,
+                      e->rkey,
                       (e->send_flags & IBV_SEND_INLINE) ? ", inline" : "");
 }

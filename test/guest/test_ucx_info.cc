@@ -69,3 +69,23 @@ TEST_F(syncmem_test, ucp_honours_net_devices)
     EXPECT_NE(std::string::npos, out.find("'" + m_dev + "'(syncmem)")) << out;
     EXPECT_NE(std::string::npos, out.find("no usable transports")) << out;
 }
+
+// UCP gives an endpoint with peer error handling ('-u te') an rma_bw lane
+// on an iface-connected transport only if its md can invalidate memory
+// (UCT_MD_FLAG_INVALIDATE): without the lane, every rendezvous is copied
+// through active messages, and CUDA memory cannot move at all.
+TEST_F(syncmem_test, ucp_peer_error_handling_keeps_the_rma_bw_lane)
+{
+    for (const char *mode : {"t", "te"}) {
+        SCOPED_TRACE(std::string("ucx_info -u ") + mode);
+        int status;
+        std::string out = syncmem_run(std::string("env UCX_TLS=syncmem"
+                                                  " UCX_NET_DEVICES=") +
+                                      m_dev + " " UCX_INFO " -e -u " + mode +
+                                      " -n 1", &status);
+        ASSERT_EQ(0, status) << out;
+        std::regex lane("lane\\[[0-9]+\\]:[^\n]*syncmem/" + m_dev +
+                        "[^\n]*rma_bw#0");
+        EXPECT_TRUE(std::regex_search(out, lane)) << out;
+    }
+}
