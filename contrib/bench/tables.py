@@ -250,21 +250,33 @@ def size_name(n):
     return "%d B" % n
 
 
+REGCOST_COLUMNS = (("register", "register, cache off (usec)"),
+                   ("cache hit", "cache hit (usec)"),
+                   ("hit and pack", "hit + mkey_pack (usec)"),
+                   ("hit and pack for invalidation",
+                    "hit + mkey_pack for invalidation (usec)"),
+                   ("invalidating dereg",
+                    "... + invalidating dereg (usec)"))
+
+
 def regcost_table(path, runs):
-    """regcost's output: bytes, register_us, cache_hit_us a line ('' if
-    it has no such line)."""
-    out = []
+    """regcost's output: bytes, register_us, cache_hit_us, then (since the
+    md packs keys for invalidation) hit_pack_us, hit_inv_us, inv_dereg_us
+    a line ('' if it has no such line)."""
+    out, ncols = [], 0
     with open(path) as f:
         for line in f:
             w = line.split()
-            if len(w) == 3 and w[0].isdigit():
+            if len(w) in (3, 6) and w[0].isdigit():
+                ncols = max(ncols, len(w) - 1)
                 out.append([size_name(w[0])] + [
                     runs.fmt("regcost: %s %s" % (size_name(w[0]), what), [v],
                              expect=False)
-                    for what, v in (("register", w[1]), ("cache hit", w[2]))])
+                    for (what, _), v in zip(REGCOST_COLUMNS, w[1:])])
     if not out:
         return ""
-    return table(["bytes", "register, cache off (usec)", "cache hit (usec)"], out)
+    return table(["bytes"] + [h for _, h in REGCOST_COLUMNS[:ncols]],
+                 [row + ["-"] * (ncols + 1 - len(row)) for row in out])
 
 
 def rcache_table(rows, runs):
