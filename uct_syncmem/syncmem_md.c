@@ -251,7 +251,9 @@ ucs_status_t uct_syncmem_md_query(uct_md_h tl_md, uct_syncmem_md_attr_t *attr)
 }
 
 /* Whether the device takes dma-buf MRs at all: a driver without them
- * refuses before it looks at the fd, one with them fails on fd -1. */
+ * refuses before it looks at the fd (EOPNOTSUPP, ENOSYS), one with them
+ * fails on fd -1 (EBADF). Only that clear answer counts: any other error
+ * says nothing, and CUDA memory is then left to a peer-memory module. */
 static int uct_syncmem_md_probe_dmabuf(uct_syncmem_md_t *md)
 {
     struct ibv_mr *mr;
@@ -263,7 +265,7 @@ static int uct_syncmem_md_probe_dmabuf(uct_syncmem_md_t *md)
         ibv_dereg_mr(mr);   /* cannot happen; be safe */
         return 1;
     }
-    supported = (errno != EOPNOTSUPP) && (errno != ENOSYS);
+    supported = (errno == EBADF);
     ucs_debug("syncmem: %s: dma-buf MRs %s (probe: %m)", md->name,
               supported ? "supported" : "not supported");
     return supported;

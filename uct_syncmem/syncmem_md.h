@@ -128,10 +128,10 @@ static UCS_F_ALWAYS_INLINE uint32_t uct_syncmem_memh_lkey(uct_mem_h memh)
     return (*(struct ibv_mr**)memh)->lkey;
 }
 
-/* syncmem_cuda.c */
+/* syncmem_cuda.c, syncmem_cuda_driver.c (the driver) */
 /* What the driver says of an address in CUDA device memory. */
 typedef struct uct_syncmem_cuda_info {
-    uintptr_t base;      /* its allocation */
+    uintptr_t base;      /* the mapped piece that holds it */
     size_t    size;
     int       ordinal;   /* its GPU */
     ucs_sys_device_t sys_dev;
@@ -143,10 +143,9 @@ void uct_syncmem_cuda_cleanup(uct_syncmem_md_t *md);
 /* The process has loaded the CUDA driver (only then can it hold CUDA
  * memory), and it works; loads ours on the first call that sees it. */
 int uct_syncmem_cuda_in_use(void);
-/* Whether address is CUDA device memory (not managed memory). */
+/* Whether address is CUDA device memory (not managed memory), or
+ * reserved for it. */
 int uct_syncmem_cuda_owns(const void *address);
-/* Whether address lies in an allocation registered lately: a hint. */
-int uct_syncmem_cuda_hinted(const uct_syncmem_md_t *md, const void *address);
 int uct_syncmem_cuda_can_reg(const uct_syncmem_md_t *md);
 /* The verbs access every CUDA registration of md gets. */
 int uct_syncmem_cuda_access(const uct_syncmem_md_t *md);

@@ -62,13 +62,6 @@ static ucs_status_t uct_syncmem_rcache_mem_reg_cb(void *context,
     int access;
     ucs_status_t status;
 
-    /* Only a miss asks the driver whether this is CUDA memory, which has
-     * a cache of its own (syncmem_cuda.c): a hit is host memory, since
-     * CUDA's address ranges are never host mappings. */
-    if (uct_syncmem_cuda_owns(get->address)) {
-        return UCS_ERR_NO_ELEM;
-    }
-
     if (get->probe && !merged) {
         /* The region has the caller's exact bounds, and they cannot change
          * once it is in the page table; answer so that the caller retries

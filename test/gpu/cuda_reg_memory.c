@@ -143,8 +143,6 @@ static void cuda_reg_case_interior(void)
            " 0x%lx+%zu on GPU %d, not 0x%llx+%zu on GPU 0",
            ucs_status_string(status), info.base, info.size, info.ordinal,
            start, size);
-    EXPECT(uct_syncmem_cuda_hinted(md, cuda_reg_ptr(dptr + 100)),
-           "a registered buffer is not hinted");
     uct_syncmem_cuda_detect(&md->super, cuda_reg_ptr(dptr + 100), 1,
                             &mem_type);
     EXPECT(mem_type == UCS_MEMORY_TYPE_CUDA, "detect: %s",

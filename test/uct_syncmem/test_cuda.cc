@@ -17,6 +17,14 @@ TEST(cuda, driver_api_values_match_cuda_h)
 {
     EXPECT_EQ(CUDA_SUCCESS, UCT_SYNCMEM_CU_SUCCESS);
     EXPECT_EQ(CUDA_ERROR_NOT_INITIALIZED, UCT_SYNCMEM_CU_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(CUDA_ERROR_NOT_FOUND, UCT_SYNCMEM_CU_ERROR_NOT_FOUND);
+    EXPECT_EQ(CUDA_ERROR_NOT_SUPPORTED, UCT_SYNCMEM_CU_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+              UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_IS_LEGACY_IPC);
+    EXPECT_EQ(CU_POINTER_ATTRIBUTE_MAPPED,
+              UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_MAPPED);
+    EXPECT_EQ(CU_MEMORYTYPE_HOST, UCT_SYNCMEM_CU_MEMORYTYPE_HOST);
+    EXPECT_EQ(CU_CTX_SYNC_MEMOPS, UCT_SYNCMEM_CU_CTX_SYNC_MEMOPS);
     EXPECT_EQ(CU_POINTER_ATTRIBUTE_CONTEXT,
               UCT_SYNCMEM_CU_POINTER_ATTRIBUTE_CONTEXT);
     EXPECT_EQ(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
@@ -44,7 +52,7 @@ TEST(cuda, driver_api_values_match_cuda_h)
     EXPECT_EQ(sizeof(CUcontext), sizeof(uct_syncmem_cu_context_t));
 }
 
-// syncmem_cuda.c looks the driver's functions up by name; cuda.h maps some
+// syncmem_cuda_driver.c looks the driver's functions up by name; cuda.h maps some
 // names to versioned ones, and those are what the driver exports.
 TEST(cuda, symbol_names_are_the_ones_cuda_h_calls)
 {
@@ -61,4 +69,9 @@ TEST(cuda, symbol_names_are_the_ones_cuda_h_calls)
     EXPECT_STREQ("cuDeviceGetPCIBusId", SYNCMEM_CU_NAME(cuDeviceGetPCIBusId));
     EXPECT_STREQ("cuMemGetHandleForAddressRange",
                  SYNCMEM_CU_NAME(cuMemGetHandleForAddressRange));
+    EXPECT_STREQ("cuMemGetAddressRange_v2",
+                 SYNCMEM_CU_NAME(cuMemGetAddressRange));
+    EXPECT_STREQ("cuCtxGetCurrent", SYNCMEM_CU_NAME(cuCtxGetCurrent));
+    EXPECT_STREQ("cuCtxGetFlags", SYNCMEM_CU_NAME(cuCtxGetFlags));
+    EXPECT_STREQ("cuCtxSetFlags", SYNCMEM_CU_NAME(cuCtxSetFlags));
 }

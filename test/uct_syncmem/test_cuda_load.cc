@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// When syncmem_cuda.c starts using the CUDA driver: only once the process
+// When syncmem_cuda_driver.c starts using the CUDA driver: only once the process
 // has loaded it and initialised it itself. syncmem never runs cuInit() (so
 // CUDA works in the fork() children of a process that loaded it), and a
 // process that never loads it pays no driver call for host registrations. Run in a child process each, against a stand-in driver

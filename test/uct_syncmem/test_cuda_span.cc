@@ -5,8 +5,10 @@
 // small and odd-sized buffers at 512-byte steps inside a 2 MiB chunk.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 extern "C" {
-#include "uct_syncmem/syncmem_cuda.h"
+#include "uct_syncmem/syncmem_cuda_extent.h"
 }
 
 namespace {
@@ -142,4 +144,146 @@ TEST(cuda_span, refused_outside_the_allocation)
     EXPECT_EQ(UCS_ERR_INVALID_PARAM,
               uct_syncmem_cuda_span(UINTPTR_MAX - 100, 8, UINTPTR_MAX - 100,
                                     100, page, &span));      // page wraps
+}
+
+// The extent (uct_syncmem_cuda_extent): the mapped pieces that hold a
+// buffer, inside its allocation or reservation. Pieces as a PyTorch
+// expandable segment maps them: 2 MiB at a time into a large reservation.
+namespace {
+
+const size_t mib = 1 << 20;
+const uintptr_t resv = 0x7e0000000000ul;     // a 1 GiB reservation
+const size_t resv_size = 1ul << 30;
+
+uct_syncmem_cuda_piece_t piece(size_t at, size_t size, uint64_t id)
+{
+    return {resv + at, size, id};
+}
+
+} // namespace
+
+TEST(cuda_extent, a_buffer_inside_one_piece_is_that_piece)
+{
+    uct_syncmem_cuda_piece_t pieces[] = {piece(4 * mib, 2 * mib, 7)};
+    uct_syncmem_cuda_span_t span;
+    uintptr_t hole;
+
+    ASSERT_EQ(UCS_OK, uct_syncmem_cuda_extent(resv + 5 * mib, 4096, resv,
+                                              resv_size, pieces, 1, page,
+                                              &span, &hole));
+    EXPECT_EQ(resv + 4 * mib, span.export_base);
+    EXPECT_EQ(2 * mib, span.export_length);
+    EXPECT_EQ(resv + 4 * mib, span.iova);
+    EXPECT_EQ(2 * mib, span.length);
+    EXPECT_EQ(0u, span.offset);
+    EXPECT_EQ(0u, hole);
+}
+
+TEST(cuda_extent, a_buffer_across_pieces_is_all_of_them)
+{
+    uct_syncmem_cuda_piece_t pieces[] = {piece(4 * mib, 2 * mib, 7),
+                                         piece(6 * mib, 2 * mib, 9),
+                                         piece(8 * mib, 20 * mib, 3)};
+    uct_syncmem_cuda_span_t span;
+    uintptr_t hole;
+
+    // 16 bytes across the first boundary: the two pieces
+    ASSERT_EQ(UCS_OK, uct_syncmem_cuda_extent(resv + 6 * mib - 8, 16, resv,
+                                              resv_size, pieces, 2, page,
+                                              &span, &hole));
+    EXPECT_EQ(resv + 4 * mib, span.iova);
+    EXPECT_EQ(4 * mib, span.length);
+    EXPECT_EQ(span.iova, span.export_base);
+    EXPECT_EQ(span.length, span.export_length);
+
+    // the walk may find more than needed: only those up to the end count
+    ASSERT_EQ(UCS_OK, uct_syncmem_cuda_extent(resv + 5 * mib, 4 * mib, resv,
+                                              resv_size, pieces, 3, page,
+                                              &span, &hole));
+    EXPECT_EQ(resv + 4 * mib, span.iova);
+    EXPECT_EQ(24 * mib, span.length);
+}
+
+TEST(cuda_extent, an_unmapped_hole_is_refused_where_it_is)
+{
+    uct_syncmem_cuda_piece_t pieces[] = {piece(4 * mib, 2 * mib, 7)};
+    uct_syncmem_cuda_span_t span;
+    uintptr_t hole;
+
+    // the walk stopped at 6 MiB: nothing mapped there
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_syncmem_cuda_extent(resv + 5 * mib, 2 * mib, resv,
+                                      resv_size, pieces, 1, page, &span,
+                                      &hole));
+    EXPECT_EQ(resv + 6 * mib, hole);
+    // nothing mapped at the buffer's start
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR,
+              uct_syncmem_cuda_extent(resv + 100 * mib, 8, resv, resv_size,
+                                      pieces, 0, page, &span, &hole));
+    EXPECT_EQ(resv + 100 * mib, hole);
+}
+
+TEST(cuda_extent, pieces_that_do_not_hold_the_buffer_are_refused)
+{
+    uct_syncmem_cuda_span_t span;
+    uintptr_t hole;
+    // a gap between them, the first not at the buffer, one outside the range
+    uct_syncmem_cuda_piece_t gap[]   = {piece(4 * mib, 2 * mib, 7),
+                                        piece(8 * mib, 2 * mib, 9)};
+    uct_syncmem_cuda_piece_t after[] = {piece(6 * mib, 2 * mib, 7)};
+    uct_syncmem_cuda_piece_t out[]   = {piece(resv_size - mib, 2 * mib, 7)};
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_extent(resv + 5 * mib, 4 * mib, resv,
+                                      resv_size, gap, 2, page, &span, &hole));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_extent(resv + 5 * mib, 8, resv, resv_size,
+                                      after, 1, page, &span, &hole));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_extent(resv + resv_size - 8, 4, resv,
+                                      resv_size, out, 1, page, &span, &hole));
+}
+
+// A buffer never reaches out of its allocation or reservation: for
+// cuMemAlloc memory the range is the allocation itself.
+TEST(cuda_extent, a_buffer_out_of_its_range_is_refused)
+{
+    const uintptr_t alloc = chunk + 512;
+    uct_syncmem_cuda_piece_t pieces[] = {{alloc, 3000, 1}};
+    uct_syncmem_cuda_span_t span;
+    uintptr_t hole;
+
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_extent(alloc + 2990, 16, alloc, 3000, pieces,
+                                      1, page, &span, &hole));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_extent(alloc, 0, alloc, 3000, pieces, 1, page,
+                                      &span, &hole));
+    EXPECT_EQ(UCS_ERR_INVALID_PARAM,
+              uct_syncmem_cuda_extent(alloc + 8, SIZE_MAX, alloc, 3000,
+                                      pieces, 1, page, &span, &hole));
+    // inside: the allocation, as uct_syncmem_cuda_span makes it
+    ASSERT_EQ(UCS_OK, uct_syncmem_cuda_extent(alloc + 100, 8, alloc, 3000,
+                                              pieces, 1, page, &span,
+                                              &hole));
+    check_span(alloc, 3000, span);
+}
+
+TEST(cuda_extent, more_pieces_than_the_limit_are_refused)
+{
+    std::vector<uct_syncmem_cuda_piece_t> pieces;
+    uct_syncmem_cuda_span_t span;
+    uintptr_t hole;
+
+    for (unsigned i = 0; i < UCT_SYNCMEM_CUDA_MAX_PIECES; ++i) {
+        pieces.push_back(piece(i * 2 * mib, 2 * mib, i + 1));
+    }
+    // all the pieces: registers
+    EXPECT_EQ(UCS_OK, uct_syncmem_cuda_extent(
+            resv, pieces.size() * 2 * mib, resv, resv_size, pieces.data(),
+            pieces.size(), page, &span, &hole));
+    // a byte more than they hold: the walk stopped at the limit
+    EXPECT_EQ(UCS_ERR_EXCEEDS_LIMIT, uct_syncmem_cuda_extent(
+            resv, pieces.size() * 2 * mib + 1, resv, resv_size,
+            pieces.data(), pieces.size(), page, &span, &hole));
 }
