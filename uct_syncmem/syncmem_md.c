@@ -45,18 +45,22 @@ static ucs_config_field_t uct_syncmem_md_config_table[] = {
      ucs_offsetof(uct_syncmem_md_config_t, reg_align),
      UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"CUDA_REG_CACHE", "16",
-     "How many unused registrations of CUDA memory to keep for reuse. They\n"
-     "are found by the driver's buffer id, so memory freed and allocated\n"
-     "again, even at the same address, is registered anew. A kept one holds\n"
-     "its GPU memory: one whose buffer was freed is dropped at the next\n"
-     "registration of CUDA memory (0: release at mem_dereg).",
+    {"CUDA_REG_CACHE", "0",
+     "How many unused registrations of CUDA memory to keep for reuse (0: none,\n"
+     "each is released as UCP lets go of it). A kept one holds its GPU memory\n"
+     "after the application frees it, until it is dropped: as it is\n"
+     "released, or at the next registration of other CUDA memory, once the\n"
+     "driver says its memory is gone; so freed memory may not return to the\n"
+     "GPU at once. They are found by the driver's buffer id of each mapped\n"
+     "piece, so memory freed, or unmapped and mapped again, even at the same\n"
+     "address, is registered anew.",
      ucs_offsetof(uct_syncmem_md_config_t, cuda_reg_cache),
      UCS_CONFIG_TYPE_UINT},
 
     {"CUDA_REG_CACHE_SIZE", "1g",
-     "How many bytes of CUDA memory the unused registrations kept may cover\n"
-     "(see CUDA_REG_CACHE); the oldest go first.",
+     "How many bytes of CUDA memory the unused registrations kept may hold\n"
+     "(see CUDA_REG_CACHE), counted in whole exported pages; the oldest go\n"
+     "first.",
      ucs_offsetof(uct_syncmem_md_config_t, cuda_reg_cache_size),
      UCS_CONFIG_TYPE_MEMUNITS},
 

@@ -412,3 +412,19 @@ TEST(cuda_driver, an_old_driver_detects_and_leaves_registration_to_peermem)
         EXPECT_EQ(1, sync_warnings.load()) << "no SYNC_MEMOPS for VMM";
     });
 }
+
+// An MR holds its GPU memory after the application frees it, and a UCX
+// with CUDA reports the free before the driver frees: so no unused CUDA
+// registration is kept unless UCX_SYNCMEM_CUDA_REG_CACHE asks for it, and
+// freed memory returns as soon as UCP lets go of it. (The release itself
+// is test/gpu/cuda_reg's "free-after-release", on a GPU.)
+TEST(cuda_cache, keeps_no_unused_registration_by_default)
+{
+    uct_md_config_t *config;
+
+    ASSERT_EQ(UCS_OK, uct_md_config_read(&uct_syncmem_component, NULL, NULL,
+                                         &config));
+    EXPECT_EQ(0u, ucs_derived_of(config, uct_syncmem_md_config_t)
+                          ->cuda_reg_cache);
+    uct_config_release(config);
+}
