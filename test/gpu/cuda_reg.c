@@ -5,18 +5,20 @@
  * ibv_reg_dmabuf_mr for each kind of CUDA memory, its cache by buffer id,
  * how it lets go of freed buffers, and what it costs.
  *
- * The first two cases run before the program has loaded libcuda: syncmem
- * must not load the driver into a process that has not (host memory goes
- * to the host path without a driver call), so that the process's fork
- * children can still use CUDA. The program then loads the driver itself,
- * as an application does, and runs the rest (cuda_reg_memory.c, then
- * cuda_reg_cache.c).
+ * The first two cases run before the program has initialised CUDA:
+ * syncmem must not load the driver into a process that has not (host
+ * memory goes to the host path without a driver call), nor initialise it
+ * in one that has loaded it, so that the process's fork children can
+ * still use CUDA. The program then initialises the driver itself, as an
+ * application does, and runs the rest (cuda_reg_memory.c, cuda_reg_vmm.c,
+ * then cuda_reg_cache.c).
  *
  * Each case prints "ok <case>: ..." or "FAIL <case>: ..." lines, and every
  * case runs; one that cannot run on this GPU prints "SKIP <case>: why".
- * With no driver or no GPU: "SKIP gpu: why" and exit 77. Otherwise exit 1
- * if a case failed, else 0. A case still running after CUDA_REG_TIMEOUT
- * seconds fails, and ends the program.
+ * With no driver or no GPU: "SKIP gpu: why" and exit 77; a driver that
+ * fails otherwise, or a GPU that cannot export dma-bufs, is a failure.
+ * Otherwise exit 1 if a case failed, else 0. A case still running after
+ * CUDA_REG_TIMEOUT seconds fails, and ends the program.
  *
  * usage: cuda_reg   (test/gpu/cuda-reg.test runs it; test/gpu/pack.sh
  *                    takes it to a GPU machine)
@@ -186,6 +188,32 @@ int cuda_reg_range(CUdeviceptr ptr, CUdeviceptr *start, size_t *size,
                                        CU_POINTER_ATTRIBUTE_BUFFER_ID, ptr));
 }
 
+size_t cuda_reg_mem_back(size_t want, size_t slack)
+{
+    size_t free_bytes = cuda_reg_mem_free();
+    int i;
+
+    for (i = 0; (i < 200) && (free_bytes + slack < want); ++i) {
+        usleep(10000);
+        free_bytes = cuda_reg_mem_free();
+    }
+    return free_bytes;
+}
+
+int cuda_reg_alloc_range(CUdeviceptr ptr, CUdeviceptr *base, size_t *size)
+{
+    return CU(cu.cuMemGetAddressRange(base, size, ptr));
+}
+
+int cuda_reg_mr_is(const uct_syncmem_mem_t *memh, CUdeviceptr start,
+                   size_t size, const char *what)
+{
+    return EXPECT(((uintptr_t)memh->mr->addr == start) &&
+                  (memh->mr->length == size), "%s: the MR is 0x%lx+%zu,"
+                  " not 0x%llx+%zu", what, (uintptr_t)memh->mr->addr,
+                  memh->mr->length, start, size);
+}
+
 size_t cuda_reg_mem_free(void)
 {
     size_t free_bytes = 0, total;
@@ -319,10 +347,17 @@ static int cuda_reg_driver_open(char *why, size_t max)
     if (res != CUDA_SUCCESS) {
         cu.cuGetErrorString(res, &str);
         snprintf(why, max, "cuInit(): %s", str);
-        return 77;
+        /* no GPU is a skip; a driver that fails otherwise is not */
+        return (res == CUDA_ERROR_NO_DEVICE) ? 77 : 1;
     }
     count = 0;
-    if ((cu.cuDeviceGetCount(&count) != CUDA_SUCCESS) || (count == 0)) {
+    res   = cu.cuDeviceGetCount(&count);
+    if (res != CUDA_SUCCESS) {
+        cu.cuGetErrorString(res, &str);
+        snprintf(why, max, "cuDeviceGetCount(): %s", str);
+        return 1;
+    }
+    if (count == 0) {
         snprintf(why, max, "the CUDA driver sees no GPU");
         return 77;
     }
@@ -387,14 +422,45 @@ static void cuda_reg_case_no_driver(void)
                      (t[1].tv_nsec - t[0].tv_nsec)) / 10000);
 }
 
-/* A fork child of this process (which has used syncmem, and not CUDA)
- * uses CUDA: 0; 77 with why when there is no GPU here. */
+/* The process loads libcuda (as one linked with -lcuda, or CuPy, has it)
+ * and uses syncmem, but not CUDA: syncmem must leave the driver
+ * uninitialised, and a fork child must be able to use CUDA. 0 if it
+ * could; 77 with why when there is no driver or no GPU here. */
 static int cuda_reg_case_fork(char *why, size_t max)
 {
+    static char host[64];
+    CUresult (*get_count)(int *count);
+    uct_syncmem_mem_t *memh;
+    uct_syncmem_md_t *md;
     CUdeviceptr dptr;
-    int fds[2], status, rc, i;
+    int fds[2], status, rc, i, count;
+    ucs_status_t reg;
     ssize_t len;
     pid_t pid;
+    void *lib;
+
+    lib = dlopen("libcuda.so.1", RTLD_NOW);  /* never closed */
+    if (lib == NULL) {
+        snprintf(why, max, "no CUDA driver: %s", dlerror());
+        cuda_reg_case.skipped = 1;   /* main says why: "SKIP gpu" */
+        return 77;
+    }
+    get_count = dlsym(lib, "cuDeviceGetCount");
+    md        = cuda_reg_md_open(16, UCS_GBYTE, IBV_ATOMIC_HCA);
+    if ((md == NULL) || !EXPECT(get_count != NULL, "no cuDeviceGetCount")) {
+        cuda_reg_md_close(md);
+        return 1;
+    }
+    EXPECT(!uct_syncmem_cuda_in_use(), "in use before the program"
+           " initialised CUDA");
+    reg = uct_syncmem_cuda_reg(md, host, sizeof(host), UCS_LOG_LEVEL_ERROR,
+                               &memh);
+    EXPECT(reg == UCS_ERR_NO_ELEM, "a host buffer: %s, not NO_ELEM",
+           ucs_status_string(reg));
+    cuda_reg_md_close(md);
+    /* the driver's documented answer before cuInit() */
+    EXPECT(get_count(&count) == CUDA_ERROR_NOT_INITIALIZED, "the driver is"
+           " initialised: syncmem called cuInit()");
 
     if (!EXPECT(pipe(fds) == 0, "pipe: %m")) {
         return 1;
@@ -446,8 +512,8 @@ static int cuda_reg_case_fork(char *why, size_t max)
     }
     if (EXPECT(rc == 0, "the child could not use CUDA (exit %d): %s", rc,
                why)) {
-        cuda_reg_detail("a child of this process allocated and freed CUDA"
-                        " memory");
+        cuda_reg_detail("libcuda loaded and syncmem used, not initialised;"
+                        " a fork child allocated and freed CUDA memory");
     }
     return rc;
 }
@@ -462,7 +528,7 @@ int main(void)
 {
     char why[256] = "", name[128] = "";
     const cuda_reg_case_t *c;
-    int rc, version = 0;
+    int rc, fork_rc, version = 0;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
     cuda_reg_page = ucs_get_page_size();
@@ -476,15 +542,18 @@ int main(void)
     rc = cuda_reg_case_fork(why, sizeof(why));
     cuda_reg_case_end();
 
-    if (rc != 77) {
-        rc = cuda_reg_driver_open(why, sizeof(why));
+    fork_rc = rc;
+    rc      = cuda_reg_driver_open(why, sizeof(why));
+    if ((rc == 0) && (fork_rc == 77)) {
+        printf("FAIL fork: the child saw no GPU, this process does\n");
+        ++cuda_reg_failed;
     }
     if ((rc == 0) &&
         !cuda_reg_dev_attr(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)) {
         snprintf(why, sizeof(why), "GPU 0 cannot export dma-bufs (the NVIDIA"
                  " open kernel modules can), which is all syncmem registers"
                  " without a peer-memory module");
-        rc = 77;
+        rc = 1;
     }
     if (rc != 0) {
         printf("%s gpu: %s\n", (rc == 77) ? "SKIP" : "FAIL", why);
@@ -499,6 +568,9 @@ int main(void)
            version / 1000, (version % 1000) / 10, cuda_reg_page);
 
     for (c = cuda_reg_memory_cases; c->name != NULL; ++c) {
+        cuda_reg_run(c);
+    }
+    for (c = cuda_reg_vmm_cases; c->name != NULL; ++c) {
         cuda_reg_run(c);
     }
     for (c = cuda_reg_cache_cases; c->name != NULL; ++c) {

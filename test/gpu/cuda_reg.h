@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test/gpu/cuda_reg: syncmem_cuda.c on a GPU machine with no HCA.
+ * test/gpu/cuda_reg: syncmem's CUDA code on a GPU machine with no HCA.
  *
- * The program is syncmem_cuda.c as the module compiles it, reg_stub.c in
- * place of the three verbs calls of syncmem_md.c, and the cases:
- * cuda_reg.c (the harness, the driver, and the cases before it is loaded),
- * cuda_reg_memory.c (each kind of CUDA memory) and cuda_reg_cache.c (the
- * life of registrations).
+ * The program is syncmem_cuda.c and syncmem_cuda_driver.c as the module
+ * compiles them, reg_stub.c in place of the three verbs calls of
+ * syncmem_md.c, and the cases: cuda_reg.c (the harness, the driver, and
+ * the cases before it is initialised), cuda_reg_memory.c (cuMemAlloc and
+ * host memory), cuda_reg_vmm.c (VMM and pool memory as NCCL and PyTorch
+ * allocate it, SYNC_MEMOPS, memory returned, two GPUs) and
+ * cuda_reg_cache.c (the life of registrations).
  * It loads libcuda.so.1 itself, as an application does, and links nothing
  * of CUDA: built where only the toolkit's headers are, it runs wherever a
  * driver is.
@@ -56,7 +58,9 @@ void cuda_reg_skip(const char *fmt, ...) UCS_F_PRINTF(1, 2);
     _f(cuInit) _f(cuGetErrorString) _f(cuDriverGetVersion) \
     _f(cuDeviceGetCount) _f(cuDeviceGet) _f(cuDeviceGetAttribute) \
     _f(cuDeviceGetName) _f(cuDevicePrimaryCtxRetain) _f(cuCtxSetCurrent) \
-    _f(cuCtxGetCurrent) \
+    _f(cuCtxGetCurrent) _f(cuCtxGetFlags) _f(cuCtxPushCurrent) \
+    _f(cuCtxPopCurrent) _f(cuDevicePrimaryCtxRelease) \
+    _f(cuMemGetAddressRange) \
     _f(cuMemAlloc) _f(cuMemFree) _f(cuMemGetInfo) _f(cuMemAllocHost) \
     _f(cuMemFreeHost) _f(cuMemAllocManaged) _f(cuMemAllocAsync) \
     _f(cuMemFreeAsync) _f(cuStreamCreate) _f(cuStreamDestroy) \
@@ -81,11 +85,18 @@ extern size_t   cuda_reg_page;
 
 /* A device attribute of GPU 0 (0 if the driver cannot tell). */
 int cuda_reg_dev_attr(CUdevice_attribute attr);
-/* The allocation ptr is in, as the driver tells it; 0 on failure. */
+/* The allocation or reservation ptr is in, as the pointer attributes
+ * RANGE_START_ADDR/RANGE_SIZE tell it, and its buffer id; 0 on failure. */
 int cuda_reg_range(CUdeviceptr ptr, CUdeviceptr *start, size_t *size,
                    unsigned long long *buffer_id);
+/* The allocation ptr is in, as cuMemGetAddressRange tells it ("the base
+ * address and size of the allocation"); 0 on failure. */
+int cuda_reg_alloc_range(CUdeviceptr ptr, CUdeviceptr *base, size_t *size);
 /* GPU memory free now (cuMemGetInfo); 0 on failure. */
 size_t cuda_reg_mem_free(void);
+/* Waits (2 s at most) for free GPU memory to come back to want - slack:
+ * what is free then. */
+size_t cuda_reg_mem_back(size_t want, size_t slack);
 
 /* A fake MD with only what syncmem_cuda.c reads: it takes dma-bufs, has no
  * peer memory, and the given atomics; its CUDA cache has the bounds. */
@@ -119,6 +130,10 @@ ucs_status_t cuda_reg_try(uct_syncmem_md_t *md, CUdeviceptr ptr,
  * else the case fails. */
 int cuda_reg_reg(uct_syncmem_md_t *md, CUdeviceptr ptr, size_t length,
                  uct_syncmem_mem_t **memh_p);
+/* The MR of memh is exactly [start, start + size): 1, or the case fails
+ * saying what. */
+int cuda_reg_mr_is(const uct_syncmem_mem_t *memh, CUdeviceptr start,
+                   size_t size, const char *what);
 /* These two do nothing on NULL or 0, and then set it. */
 void cuda_reg_dereg(uct_syncmem_md_t *md, uct_syncmem_mem_t **memh_p);
 void cuda_reg_free(CUdeviceptr *dptr);
@@ -126,8 +141,10 @@ void cuda_reg_free(CUdeviceptr *dptr);
 
 /*
  * The cases that run once the program has the driver, in this order:
- * cuda_reg_memory.c's, then cuda_reg_cache.c's. Each list ends with a
- * NULL name.
+ * cuda_reg_memory.c's (cuMemAlloc memory only, so that the SYNC_MEMOPS
+ * case of cuda_reg_vmm.c, first there, finds no context flag set yet),
+ * cuda_reg_vmm.c's, then cuda_reg_cache.c's. Each list ends with a NULL
+ * name.
  */
 typedef struct cuda_reg_case {
     const char *name;
@@ -135,6 +152,7 @@ typedef struct cuda_reg_case {
 } cuda_reg_case_t;
 
 extern const cuda_reg_case_t cuda_reg_memory_cases[];
+extern const cuda_reg_case_t cuda_reg_vmm_cases[];
 extern const cuda_reg_case_t cuda_reg_cache_cases[];
 
 #endif

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 
 /* Bit i of live: whether the MR with lkeys[i] must still be registered. */
@@ -31,18 +30,6 @@ static void cuda_reg_expect_live(const char *when, const uint32_t *lkeys,
     }
 }
 
-/* Waits (2 s at most) for GPU memory to come back to want - slack. */
-static size_t cuda_reg_mem_back(size_t want, size_t slack)
-{
-    size_t free_bytes = cuda_reg_mem_free();
-    int i;
-
-    for (i = 0; (i < 200) && (free_bytes + slack < want); ++i) {
-        usleep(10000);
-        free_bytes = cuda_reg_mem_free();
-    }
-    return free_bytes;
-}
 /* A large buffer: 1 GiB, or an eighth of what is free; whole 2 MiB. */
 static size_t cuda_reg_large(size_t free_bytes, size_t max)
 {
