@@ -658,8 +658,8 @@ static void uct_syncmem_cuda_sync_memops(const uct_syncmem_cuda_buf_t *buf,
         if ((res == UCT_SYNCMEM_CU_SUCCESS) &&
             !(flags & UCT_SYNCMEM_CU_CTX_SYNC_MEMOPS)) {
             /* it sets all the flags: keep the application's */
-            res = uct_syncmem_cuda.ctx_set_flags(flags |
-                                                 UCT_SYNCMEM_CU_CTX_SYNC_MEMOPS);
+            flags |= UCT_SYNCMEM_CU_CTX_SYNC_MEMOPS;
+            res    = uct_syncmem_cuda.ctx_set_flags(flags);
         }
     }
     if (res == UCT_SYNCMEM_CU_SUCCESS) {

@@ -46,9 +46,9 @@ static ucs_config_field_t uct_syncmem_md_config_table[] = {
      UCS_CONFIG_TYPE_MEMUNITS},
 
     {"CUDA_REG_CACHE", "0",
-     "How many unused registrations of CUDA memory to keep for reuse (0: none,\n"
-     "each is released as UCP lets go of it). A kept one holds its GPU memory\n"
-     "after the application frees it, until it is dropped: as it is\n"
+     "How many unused registrations of CUDA memory to keep for reuse (0:\n"
+     "none, each is released as UCP lets go of it). A kept one holds its GPU\n"
+     "memory after the application frees it, until it is dropped: as it is\n"
      "released, or at the next registration of other CUDA memory, once the\n"
      "driver says its memory is gone; so freed memory may not return to the\n"
      "GPU at once. They are found by the driver's buffer id of each mapped\n"
@@ -279,8 +279,9 @@ static int uct_syncmem_md_probe_dmabuf(uct_syncmem_md_t *md)
  * What UCP asks of a pointer when it does not know its memory type (UCP
  * 1.13 per operation, unless UCS's memory-type cache answers; later
  * releases when their cache misses): CUDA memory is answered from the
- * driver, with its whole allocation and its GPU; anything else is not ours
- * to answer, and UCP takes it for host memory.
+ * driver, with the mapped piece that holds it (its allocation, or for VMM
+ * memory its mapping, not the reservation) and its GPU; anything else is
+ * not ours to answer, and UCP takes it for host memory.
  */
 ucs_status_t uct_syncmem_md_mem_query(uct_md_h tl_md, const void *address,
                                       size_t length,
