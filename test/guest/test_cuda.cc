@@ -14,6 +14,8 @@ extern "C" {
 #include "uct_syncmem/syncmem_hooks.h"
 }
 
+#include <atomic>
+#include <dlfcn.h>
 #include <libdrm/drm.h>
 #include <libdrm/drm_mode.h>
 #include <dirent.h>
@@ -196,4 +198,231 @@ TEST_F(syncmem_dmabuf_test, register_and_move_data)
     EXPECT_EQ(0x5a, dst->data[0]);
     uct_rkey_release(m_component, &rkey);
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, memh));
+}
+
+// syncmem's cache of CUDA registrations (syncmem_cuda.c) with a real HCA,
+// the CUDA driver replaced by the stand-in (test/uct_syncmem/
+// cuda_stand_in.c), whose "device memory" is host memory of the test's:
+// the MD registers it through ibv_reg_mr, as with a peer-memory module.
+// Each test runs again in a process of its own that loads the stand-in
+// (syncmem would use it in every later test of this one). What the cache
+// released is counted from its debug lines, which the child does not print.
+namespace {
+
+const char *stand_in_driver = SYNCMEM_BUILDDIR "/test/stand-in/libcuda.so.1";
+const size_t mib            = 1 << 20;
+std::atomic<int> cuda_released;
+
+ucs_log_func_rc_t count_released(const char *file, unsigned line,
+                                 const char *function, ucs_log_level_t level,
+                                 const ucs_log_component_config_t *comp,
+                                 const char *message, va_list ap)
+{
+    char buf[512];
+    va_list copy;
+
+    if (level < UCS_LOG_LEVEL_DEBUG) {
+        return UCS_LOG_FUNC_RC_CONTINUE;
+    }
+    va_copy(copy, ap);
+    vsnprintf(buf, sizeof(buf), message, copy);
+    va_end(copy);
+    if (strstr(buf, "released CUDA memory") != nullptr) {
+        ++cuda_released;
+    }
+    return UCS_LOG_FUNC_RC_STOP;
+}
+
+} // namespace
+
+class syncmem_cuda_cache_test : public syncmem_rma_test {
+protected:
+    // Here: runs this test again in a child with the stand-in and checks
+    // it passed; false. There: true, with the stand-in loaded and
+    // initialised, 16 MiB of host memory reserved in it, and the MD taking
+    // "CUDA memory" through ibv_reg_mr.
+    bool in_child() {
+        if (getenv("SYNCMEM_TEST_STAND_IN") != nullptr) {
+            load();
+            return true;
+        }
+        EXPECT_EQ(0, access(stand_in_driver, R_OK))
+                << stand_in_driver << ": not built";
+        const testing::TestInfo *t =
+                testing::UnitTest::GetInstance()->current_test_info();
+        int status;
+        std::string out = syncmem_run(
+                std::string("env SYNCMEM_TEST_STAND_IN=1 UCX_LOG_LEVEL=debug"
+                            " /proc/") + std::to_string(getpid()) +
+                "/exe --gtest_filter=" + t->test_suite_name() + "." +
+                t->name(), &status);
+        EXPECT_EQ(0, status) << out;
+        EXPECT_NE(std::string::npos, out.find("[  PASSED  ] 1 test."))
+                << out;
+        return false;
+    }
+
+    void TearDown() override {
+        if (m_base != 0) {
+            ucs_log_pop_handler();
+            munmap(m_map, m_size + 2 * mib);
+        }
+        syncmem_rma_test::TearDown();
+    }
+
+    void load() {
+        void *lib = dlopen(stand_in_driver, RTLD_NOW | RTLD_GLOBAL);
+        ASSERT_NE(nullptr, lib) << dlerror();
+        auto cu_init = (int (*)(unsigned))dlsym(lib, "cuInit");
+        auto reserve = (uintptr_t (*)(uintptr_t, size_t, int))dlsym(
+                lib, "syncmem_stand_in_reserve_at");
+        m_map_piece  = (unsigned long long (*)(uintptr_t, size_t))dlsym(
+                lib, "syncmem_stand_in_map");
+        m_unmap      = (int (*)(uintptr_t))dlsym(lib,
+                                                 "syncmem_stand_in_unmap");
+        ASSERT_TRUE(cu_init && reserve && m_map_piece && m_unmap);
+        ASSERT_EQ(0, cu_init(0));
+
+        m_map = mmap(NULL, m_size + 2 * mib, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(MAP_FAILED, m_map);
+        uintptr_t base = ucs_align_up((uintptr_t)m_map, 2 * mib);
+        ASSERT_EQ(base, reserve(base, m_size, 2 /* VMM */));
+        m_base = base;
+        ucs_log_push_handler(count_released);
+        ucs_derived_of(m_md, uct_syncmem_md_t)->peermem = 1;
+    }
+
+    // Maps a piece: its buffer id.
+    unsigned long long map(size_t at, size_t size) {
+        unsigned long long id = m_map_piece(m_base + at, size);
+        EXPECT_NE(0u, id) << "mapping " << at << "+" << size;
+        return id;
+    }
+
+    // hide: an error the test asks for, not logged
+    ucs_status_t reg(uct_md_h md, size_t at, size_t length,
+                     uct_syncmem_mem_t **memh_p, bool hide = false) {
+        uct_mem_h memh = nullptr;
+        ucs_status_t status = uct_md_mem_reg(
+                md, (void*)(m_base + at), length, UCT_MD_MEM_ACCESS_ALL |
+                (hide ? UCT_MD_MEM_FLAG_HIDE_ERRORS : 0), &memh);
+        *memh_p = (uct_syncmem_mem_t*)memh;
+        return status;
+    }
+
+    // Its MR is [base + at, base + at + size), in the CUDA cache.
+    void expect_mr(const uct_syncmem_mem_t *memh, size_t at, size_t size) {
+        ASSERT_NE(nullptr, memh);
+        EXPECT_TRUE(memh->flags & UCT_SYNCMEM_MEM_FLAG_CUDA);
+        EXPECT_EQ(m_base + at, (uintptr_t)memh->mr->addr);
+        EXPECT_EQ(size, memh->mr->length);
+    }
+
+    const size_t m_size = 16 * mib;
+    void      *m_map    = nullptr;
+    uintptr_t m_base    = 0;
+    unsigned long long (*m_map_piece)(uintptr_t, size_t) = nullptr;
+    int (*m_unmap)(uintptr_t) = nullptr;
+};
+
+// VMM memory mapped in 2 MiB pieces: a buffer registers as the pieces that
+// hold it (across two, both; data moves across their boundary), a hole is
+// refused, and a piece mapped again is a new registration; none of it goes
+// through the host cache, and each region goes at its last release.
+TEST_F(syncmem_cuda_cache_test, pieces_register_and_a_remap_is_new)
+{
+    if (!in_child()) {
+        return;
+    }
+    uct_syncmem_md_t *md = ucs_derived_of(m_md, uct_syncmem_md_t);
+    const uct_syncmem_rcache_counters_t host = md->rcache_counters;
+    uct_syncmem_mem_t *both, *first, *again, *remapped, *hole;
+
+    map(0, 2 * mib);
+    unsigned long long b = map(2 * mib, 2 * mib);
+    ASSERT_EQ(UCS_OK, reg(m_md, 2 * mib - 8, 16, &both));
+    expect_mr(both, 0, 4 * mib);
+    ASSERT_EQ(UCS_OK, reg(m_md, 100, 8, &first));
+    expect_mr(first, 0, 2 * mib);
+    EXPECT_NE(both, first);
+    ASSERT_EQ(UCS_OK, reg(m_md, 2 * mib - 8, 16, &again));
+    EXPECT_EQ(both, again) << "the same pieces: one registration";
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, reg(m_md, 3 * mib, 2 * mib, &hole,
+                                        true));
+
+    // a put across the boundary of the two pieces, through their one MR
+    std::vector<uint8_t> packed(64);
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(m_md, both, packed.data()));
+    uct_rkey_bundle_t rkey;
+    ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, packed.data(), &rkey));
+    buffer *src = alloc(64, 0xa7);
+    uct_iov_t iov = { src->data.data(), 64, src->memh, 0, 1 };
+    uint8_t *dst = (uint8_t*)(m_base + 2 * mib - 32);
+    ucs_status_t status = retry([&] {
+        return uct_ep_put_zcopy(m_ep, &iov, 1, (uintptr_t)dst, rkey.rkey,
+                                NULL);
+    });
+    ASSERT_TRUE((status == UCS_OK) || (status == UCS_INPROGRESS))
+            << ucs_status_string(status);
+    flush(m_ep);
+    EXPECT_EQ(0xa7, dst[0]);
+    EXPECT_EQ(0xa7, dst[63]);
+    uct_rkey_release(m_component, &rkey);
+
+    ASSERT_EQ(0, m_unmap(m_base + 2 * mib));
+    EXPECT_NE(b, map(2 * mib, 2 * mib));
+    ASSERT_EQ(UCS_OK, reg(m_md, 2 * mib + 100, 8, &remapped));
+    expect_mr(remapped, 2 * mib, 2 * mib);
+    EXPECT_NE(both, remapped);
+    EXPECT_NE(both->mr, remapped->mr);
+
+    EXPECT_EQ(host.hits, md->rcache_counters.hits) << "CUDA memory in the"
+                                                      " host cache";
+    EXPECT_EQ(host.misses + (md->rcache != nullptr),
+              md->rcache_counters.misses)
+            << "only the source buffer in the host cache";
+
+    // nothing kept by default: each goes at its last release
+    EXPECT_EQ(0, cuda_released.load());
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, both));
+    EXPECT_EQ(0, cuda_released.load()) << "released while still in use";
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, again));
+    EXPECT_EQ(1, cuda_released.load());
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, first));
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, remapped));
+    EXPECT_EQ(3, cuda_released.load());
+}
+
+// With CUDA_REG_CACHE set, an unused region is kept for reuse while its
+// memory lives; once the memory is gone (unmapped, as freed), it goes at
+// the next registration of other CUDA memory.
+TEST_F(syncmem_cuda_cache_test, a_kept_region_goes_once_its_memory_does)
+{
+    if (!in_child()) {
+        return;
+    }
+    uct_md_h kept_md = open_md(m_component, m_md_name,
+                               {{"CUDA_REG_CACHE", "16"}});
+    ASSERT_NE(nullptr, kept_md);
+    ucs_derived_of(kept_md, uct_syncmem_md_t)->peermem = 1;
+    uct_syncmem_mem_t *memh, *again, *other;
+
+    map(0, 2 * mib);
+    map(2 * mib, 2 * mib);
+    ASSERT_EQ(UCS_OK, reg(kept_md, 100, 8, &memh));
+    struct ibv_mr *mr = memh->mr;
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(kept_md, memh));
+    EXPECT_EQ(0, cuda_released.load()) << "not kept";
+    ASSERT_EQ(UCS_OK, reg(kept_md, 200, 8, &again));
+    EXPECT_EQ(memh, again);
+    EXPECT_EQ(mr, again->mr);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(kept_md, again));
+
+    ASSERT_EQ(0, m_unmap(m_base));   // the application frees it
+    EXPECT_EQ(0, cuda_released.load());
+    ASSERT_EQ(UCS_OK, reg(kept_md, 2 * mib, 8, &other));
+    EXPECT_EQ(1, cuda_released.load()) << "the freed memory's region kept";
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(kept_md, other));
+    EXPECT_EQ(1, cuda_released.load()) << "a live one is kept";
 }

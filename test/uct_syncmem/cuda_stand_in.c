@@ -131,20 +131,33 @@ static int stand_in_piece_at(uintptr_t address)
 
 /* The test's controls: what the application allocates and maps. */
 
-/* A reservation of size (VMM or POOL) at a 2 MiB boundary: its address. */
-uintptr_t syncmem_stand_in_reserve(size_t size, int kind)
+/* A reservation of size (VMM or POOL) at start, which the test chose (a
+ * host mapping of its own, for a real HCA to register through ibv_reg_mr
+ * as a peer-memory module would): start, or 0. */
+uintptr_t syncmem_stand_in_reserve_at(uintptr_t start, size_t size, int kind)
 {
-    uintptr_t start = stand_in_next_va;
     int i;
 
     for (i = 0; (i < STAND_IN_RANGES) && stand_in_ranges[i].kind; ++i) {
     }
-    if ((i == STAND_IN_RANGES) || (size == 0)) {
+    if ((i == STAND_IN_RANGES) || (size == 0) || (start == 0) ||
+        (stand_in_range_at(start) >= 0) ||
+        (stand_in_range_at(start + size - 1) >= 0)) {
         return 0;
     }
     stand_in_ranges[i].start = start;
     stand_in_ranges[i].size  = size;
     stand_in_ranges[i].kind  = kind;
+    return start;
+}
+
+/* A reservation of size (VMM or POOL) at a 2 MiB boundary of addresses
+ * nothing uses (never dereferenced): its address. */
+uintptr_t syncmem_stand_in_reserve(size_t size, int kind)
+{
+    uintptr_t start = syncmem_stand_in_reserve_at(stand_in_next_va, size,
+                                                  kind);
+
     /* a 2 MiB gap after each: nothing is ever next to it */
     stand_in_next_va += ((size + (4ul << 20) - 1) & ~((2ul << 20) - 1));
     return start;
