@@ -429,6 +429,26 @@ void uct_syncmem_cuda_dereg(uct_syncmem_md_t *md, uct_syncmem_mem_t *memh)
     uct_syncmem_cuda_free_doomed(md, &doomed);
 }
 
+/* The memory under memh registered again, for a remote key of one handle
+ * alone (syncmem_memh.c): windows are not offered over GPU memory. */
+ucs_status_t uct_syncmem_cuda_reg_again(uct_syncmem_md_t *md,
+                                        const uct_syncmem_mem_t *memh,
+                                        struct ibv_mr **mr_p)
+{
+    const uct_syncmem_cuda_region_t *region =
+            ucs_container_of(memh, uct_syncmem_cuda_region_t, memh);
+    uct_syncmem_cuda_buf_t buf;
+
+    if (!uct_syncmem_cuda_query((void*)region->span.iova, &buf)) {
+        ucs_error("syncmem: %s: CUDA memory 0x%lx is no longer there to"
+                  " register for a key of its own", md->name,
+                  region->span.iova);
+        return UCS_ERR_INVALID_ADDR;
+    }
+    return uct_syncmem_cuda_region_reg(md, &buf, &region->span,
+                                       UCS_LOG_LEVEL_ERROR, mr_p);
+}
+
 ucs_status_t uct_syncmem_cuda_mem_info(const void *address,
                                        uct_syncmem_cuda_info_t *info)
 {

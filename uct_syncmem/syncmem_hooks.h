@@ -40,6 +40,9 @@ ucs_status_t uct_syncmem_md_rcache_counters(uct_md_h md,
 /* syncmem_memh.c: remote keys made for invalidation (packed with
  * UCT_MD_MKEY_PACK_FLAG_INVALIDATE), by every md, ever */
 uint64_t uct_syncmem_md_inv_keys(void);
+/* syncmem_memh.c: the registration under a memory handle (shared by the
+ * handles of the same cached or CUDA registration) */
+const uct_syncmem_mem_t *uct_syncmem_md_memh_reg(uct_mem_h memh);
 
 /* syncmem_verify.c: what the consistency check did */
 void uct_syncmem_iface_verify_counters(uct_iface_h iface,

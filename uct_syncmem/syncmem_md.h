@@ -154,6 +154,10 @@ ucs_status_t uct_syncmem_cuda_reg(uct_syncmem_md_t *md, void *address,
                                   size_t length, ucs_log_level_t level,
                                   uct_syncmem_mem_t **memh_p);
 void uct_syncmem_cuda_dereg(uct_syncmem_md_t *md, uct_syncmem_mem_t *memh);
+/* memh's memory registered again: an MR of the caller's own */
+ucs_status_t uct_syncmem_cuda_reg_again(uct_syncmem_md_t *md,
+                                        const uct_syncmem_mem_t *memh,
+                                        struct ibv_mr **mr_p);
 /* UCS_ERR_NO_ELEM: not CUDA memory. */
 ucs_status_t uct_syncmem_cuda_mem_info(const void *address,
                                        uct_syncmem_cuda_info_t *info);

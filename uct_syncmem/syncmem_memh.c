@@ -13,8 +13,8 @@
  *   - host memory in the cache: a memory window over the cached MR
  *     (syncmem_mw.c), or where the device has none (or MW=n), a
  *     registration of exactly the handle's range;
- *   - CUDA memory: the CUDA registration's key, revoked with the whole
- *     CUDA registration (windows are not offered over GPU memory).
+ *   - CUDA memory: the CUDA registration made again, for this handle
+ *     (windows are not offered over GPU memory).
  */
 #include "syncmem_md.h"
 #include "syncmem_mw.h"
@@ -157,21 +157,13 @@ static ucs_status_t uct_syncmem_memh_reg(uct_syncmem_md_t *md, void *address,
     uct_syncmem_mem_t *reg;
     ucs_status_t status;
 
-    /* Host memory asks the driver nothing on a cache hit: the host cache
-     * asks it on a miss (NO_ELEM: CUDA memory), and CUDA allocations
-     * registered lately go straight to their own cache, which asks it
-     * always (NO_ELEM: not CUDA memory, or no longer). CUDA memory is
-     * registered with every access. */
-    status = UCS_ERR_NO_ELEM;
-    if ((md->rcache != NULL) && !uct_syncmem_cuda_hinted(md, address)) {
-        status = uct_syncmem_rcache_reg(md, address, length, access, level,
-                                        reg_p);
-    }
-    if (status == UCS_ERR_NO_ELEM) {
-        status = uct_syncmem_cuda_reg(md, address, length, level, reg_p);
-        if (status == UCS_OK) {
-            uct_syncmem_memh_cuda_advice();
-        }
+    /* CUDA memory never enters the host cache: in a process that uses
+     * CUDA the driver is asked first (NO_ELEM: not CUDA memory); one that
+     * has not loaded it asks nothing. CUDA memory is registered with every
+     * access. */
+    status = uct_syncmem_cuda_reg(md, address, length, level, reg_p);
+    if (status == UCS_OK) {
+        uct_syncmem_memh_cuda_advice();
     }
     if ((status == UCS_ERR_NO_ELEM) && (md->rcache != NULL)) {
         status = uct_syncmem_rcache_reg(md, address, length, access, level,
@@ -290,10 +282,11 @@ static ucs_status_t uct_syncmem_memh_inv_key(uct_syncmem_md_t *md,
                               UCT_SYNCMEM_MEM_FLAG_CUDA))) {
         memh->inv_rkey = memh->reg->mr->rkey;
     } else if (memh->reg->flags & UCT_SYNCMEM_MEM_FLAG_CUDA) {
-        ucs_error("syncmem: %s: CUDA memory %p (%zu bytes) cannot be packed"
-                  " for invalidation yet", md->name, memh->address,
-                  memh->length);
-        return UCS_ERR_UNSUPPORTED;
+        status = uct_syncmem_cuda_reg_again(md, memh->reg, &memh->inv_mr);
+        if (status != UCS_OK) {
+            return status;
+        }
+        memh->inv_rkey = memh->inv_mr->rkey;
     } else if ((md->mw != NULL) && (memh->access & IBV_ACCESS_LOCAL_WRITE)) {
         /* the MR allows binding where it is writable (syncmem_mr.c); the
          * window no more than the MR allows (syncmem_rcache.c) */
@@ -431,4 +424,9 @@ ucs_status_t uct_syncmem_memh_rkey_unpack(uct_component_t *component,
 uint64_t uct_syncmem_md_inv_keys(void)
 {
     return uct_syncmem_memh_inv_keys;
+}
+
+const uct_syncmem_mem_t *uct_syncmem_md_memh_reg(uct_mem_h memh)
+{
+    return ((const uct_syncmem_memh_t*)memh)->reg;
 }

@@ -302,21 +302,26 @@ protected:
 
     // hide: an error the test asks for, not logged
     ucs_status_t reg(uct_md_h md, size_t at, size_t length,
-                     uct_syncmem_mem_t **memh_p, bool hide = false) {
-        uct_mem_h memh = nullptr;
-        ucs_status_t status = uct_md_mem_reg(
-                md, (void*)(m_base + at), length, UCT_MD_MEM_ACCESS_ALL |
-                (hide ? UCT_MD_MEM_FLAG_HIDE_ERRORS : 0), &memh);
-        *memh_p = (uct_syncmem_mem_t*)memh;
-        return status;
+                     uct_mem_h *memh_p, bool hide = false) {
+        *memh_p = nullptr;
+        return uct_md_mem_reg(md, (void*)(m_base + at), length,
+                              UCT_MD_MEM_ACCESS_ALL |
+                              (hide ? UCT_MD_MEM_FLAG_HIDE_ERRORS : 0),
+                              memh_p);
+    }
+
+    // The registration under a handle (each mem_reg has a handle of its
+    // own; handles of the same memory share it).
+    static const uct_syncmem_mem_t *r(uct_mem_h memh) {
+        return uct_syncmem_md_memh_reg(memh);
     }
 
     // Its MR is [base + at, base + at + size), in the CUDA cache.
-    void expect_mr(const uct_syncmem_mem_t *memh, size_t at, size_t size) {
+    void expect_mr(uct_mem_h memh, size_t at, size_t size) {
         ASSERT_NE(nullptr, memh);
-        EXPECT_TRUE(memh->flags & UCT_SYNCMEM_MEM_FLAG_CUDA);
-        EXPECT_EQ(m_base + at, (uintptr_t)memh->mr->addr);
-        EXPECT_EQ(size, memh->mr->length);
+        EXPECT_TRUE(r(memh)->flags & UCT_SYNCMEM_MEM_FLAG_CUDA);
+        EXPECT_EQ(m_base + at, (uintptr_t)r(memh)->mr->addr);
+        EXPECT_EQ(size, r(memh)->mr->length);
     }
 
     const size_t m_size = 16 * mib;
@@ -337,7 +342,7 @@ TEST_F(syncmem_cuda_cache_test, pieces_register_and_a_remap_is_new)
     }
     uct_syncmem_md_t *md = ucs_derived_of(m_md, uct_syncmem_md_t);
     const uct_syncmem_rcache_counters_t host = md->rcache_counters;
-    uct_syncmem_mem_t *both, *first, *again, *remapped, *hole;
+    uct_mem_h both, first, again, remapped, hole;
 
     map(0, 2 * mib);
     unsigned long long b = map(2 * mib, 2 * mib);
@@ -345,9 +350,9 @@ TEST_F(syncmem_cuda_cache_test, pieces_register_and_a_remap_is_new)
     expect_mr(both, 0, 4 * mib);
     ASSERT_EQ(UCS_OK, reg(m_md, 100, 8, &first));
     expect_mr(first, 0, 2 * mib);
-    EXPECT_NE(both, first);
+    EXPECT_NE(r(both), r(first));
     ASSERT_EQ(UCS_OK, reg(m_md, 2 * mib - 8, 16, &again));
-    EXPECT_EQ(both, again) << "the same pieces: one registration";
+    EXPECT_EQ(r(both), r(again)) << "the same pieces: one registration";
     EXPECT_EQ(UCS_ERR_INVALID_ADDR, reg(m_md, 3 * mib, 2 * mib, &hole,
                                         true));
 
@@ -374,8 +379,8 @@ TEST_F(syncmem_cuda_cache_test, pieces_register_and_a_remap_is_new)
     EXPECT_NE(b, map(2 * mib, 2 * mib));
     ASSERT_EQ(UCS_OK, reg(m_md, 2 * mib + 100, 8, &remapped));
     expect_mr(remapped, 2 * mib, 2 * mib);
-    EXPECT_NE(both, remapped);
-    EXPECT_NE(both->mr, remapped->mr);
+    EXPECT_NE(r(both), r(remapped));
+    EXPECT_NE(r(both)->mr, r(remapped)->mr);
 
     EXPECT_EQ(host.hits, md->rcache_counters.hits) << "CUDA memory in the"
                                                       " host cache";
@@ -406,17 +411,18 @@ TEST_F(syncmem_cuda_cache_test, a_kept_region_goes_once_its_memory_does)
                                {{"CUDA_REG_CACHE", "16"}});
     ASSERT_NE(nullptr, kept_md);
     ucs_derived_of(kept_md, uct_syncmem_md_t)->peermem = 1;
-    uct_syncmem_mem_t *memh, *again, *other;
+    uct_mem_h memh, again, other;
 
     map(0, 2 * mib);
     map(2 * mib, 2 * mib);
     ASSERT_EQ(UCS_OK, reg(kept_md, 100, 8, &memh));
-    struct ibv_mr *mr = memh->mr;
+    const uct_syncmem_mem_t *kept = r(memh);
+    struct ibv_mr *mr             = kept->mr;
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(kept_md, memh));
     EXPECT_EQ(0, cuda_released.load()) << "not kept";
     ASSERT_EQ(UCS_OK, reg(kept_md, 200, 8, &again));
-    EXPECT_EQ(memh, again);
-    EXPECT_EQ(mr, again->mr);
+    EXPECT_EQ(kept, r(again));
+    EXPECT_EQ(mr, r(again)->mr);
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(kept_md, again));
 
     ASSERT_EQ(0, m_unmap(m_base));   // the application frees it
@@ -425,4 +431,80 @@ TEST_F(syncmem_cuda_cache_test, a_kept_region_goes_once_its_memory_does)
     EXPECT_EQ(1, cuda_released.load()) << "the freed memory's region kept";
     EXPECT_EQ(UCS_OK, uct_md_mem_dereg(kept_md, other));
     EXPECT_EQ(1, cuda_released.load()) << "a live one is kept";
+}
+
+// A handle of CUDA memory packed for invalidation (UCP's rendezvous with
+// peer error handling) gets a registration of its own, not a window (none
+// over GPU memory): revoking it leaves the shared registration's key alive.
+TEST_F(syncmem_cuda_cache_test, a_key_for_invalidation_is_its_handles_own)
+{
+    if (!in_child()) {
+        return;
+    }
+    uct_mem_h victim, sibling;
+    map(0, 2 * mib);
+    ASSERT_EQ(UCS_OK, reg(m_md, 100, 64, &victim));
+    ASSERT_EQ(UCS_OK, reg(m_md, 100, 64, &sibling));
+    ASSERT_EQ(r(victim), r(sibling));
+
+    auto pack = [&](uct_mem_h memh, unsigned flags) {
+        uct_md_mkey_pack_params_t params = {};
+        params.field_mask = UCT_MD_MKEY_PACK_FIELD_FLAGS;
+        params.flags      = flags;
+        std::vector<uint8_t> packed(64);
+        uct_rkey_bundle_t rkey = {};
+        EXPECT_EQ(UCS_OK, uct_md_mkey_pack_v2(m_md, memh, &params,
+                                              packed.data()));
+        EXPECT_EQ(UCS_OK, uct_rkey_unpack(m_component, packed.data(),
+                                          &rkey));
+        return rkey;
+    };
+    auto put = [&](uct_ep_h ep, uct_rkey_t rkey, uint64_t v) {
+        ucs_status_t status = retry([&] {
+            return uct_ep_put_short(ep, &v, 8, m_base + 100, rkey);
+        });
+        if (status != UCS_OK) {
+            return status;
+        }
+        uct_completion_t comp = { [](uct_completion_t*) {}, 1, UCS_OK };
+        status = retry([&] { return uct_ep_flush(ep, 0, &comp); });
+        if (status == UCS_INPROGRESS) {
+            EXPECT_TRUE(wait_for("a flush", [&] { return comp.count == 0; }));
+            status = comp.status;
+        }
+        return status;
+    };
+
+    uct_rkey_bundle_t own    = pack(victim, UCT_MD_MKEY_PACK_FLAG_INVALIDATE);
+    uct_rkey_bundle_t shared = pack(sibling, 0);
+    EXPECT_NE(own.rkey, shared.rkey);
+    EXPECT_EQ(UCS_OK, put(m_ep, own.rkey, 0x1111));
+    EXPECT_EQ(0x1111u, *(uint64_t*)(m_base + 100));
+
+    struct counted { uct_completion_t comp; int calls; } c =
+            {{[](uct_completion_t *comp) {
+                ucs_container_of(comp, counted, comp)->calls++;
+            }, 1, UCS_OK}, 0};
+    uct_md_mem_dereg_params_t params = {};
+    params.field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH |
+                        UCT_MD_MEM_DEREG_FIELD_FLAGS |
+                        UCT_MD_MEM_DEREG_FIELD_COMPLETION;
+    params.memh       = victim;
+    params.flags      = UCT_MD_MEM_DEREG_FLAG_INVALIDATE;
+    params.comp       = &c.comp;
+    ASSERT_EQ(UCS_OK, uct_md_mem_dereg_v2(m_md, &params));
+    EXPECT_EQ(1, c.calls);
+    EXPECT_EQ(0, cuda_released.load()) << "the sibling's registration went";
+
+    uct_ep_h ep = connect(m_sender, m_receiver);
+    ASSERT_NE(nullptr, ep);
+    EXPECT_EQ(UCS_ERR_INVALID_ADDR, put(ep, own.rkey, 0x2222));
+    EXPECT_EQ(0x1111u, *(uint64_t*)(m_base + 100));
+    EXPECT_EQ(UCS_OK, put(m_ep, shared.rkey, 0x3333));
+    EXPECT_EQ(0x3333u, *(uint64_t*)(m_base + 100));
+
+    uct_rkey_release(m_component, &own);
+    uct_rkey_release(m_component, &shared);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(m_md, sibling));
+    EXPECT_EQ(1, cuda_released.load());
 }
