@@ -40,6 +40,8 @@ ucs_status_t uct_syncmem_md_rcache_counters(uct_md_h md,
 /* syncmem_memh.c: remote keys made for invalidation (packed with
  * UCT_MD_MKEY_PACK_FLAG_INVALIDATE), by every md, ever */
 uint64_t uct_syncmem_md_inv_keys(void);
+/* ...and deregistrations with UCT_MD_MEM_DEREG_FLAG_INVALIDATE */
+uint64_t uct_syncmem_md_invalidations(void);
 /* syncmem_memh.c: the registration under a memory handle (shared by the
  * handles of the same cached or CUDA registration) */
 const uct_syncmem_mem_t *uct_syncmem_md_memh_reg(uct_mem_h memh);

@@ -24,8 +24,10 @@
 #include <string.h>
 
 
-/* Keys made for invalidation, by every md (uct_syncmem_md_inv_keys) */
+/* Keys made for invalidation, and deregistrations that invalidated, by
+ * every md (uct_syncmem_md_inv_keys) */
 static uint64_t uct_syncmem_memh_inv_keys;
+static uint64_t uct_syncmem_memh_invalidations;
 
 
 /* What uct_mem_h points to: one per mem_reg. */
@@ -360,6 +362,7 @@ ucs_status_t uct_syncmem_memh_mem_dereg(uct_md_h tl_md,
     uct_syncmem_memh_put(md, memh);
 
     if (flags & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) {
+        ucs_atomic_add64(&uct_syncmem_memh_invalidations, 1);
         /* the key packed with FLAG_INVALIDATE is dead now; one packed
          * without it was not asked to be (uct_v2.h) */
         uct_invoke_completion(comp, UCS_OK);
@@ -424,6 +427,11 @@ ucs_status_t uct_syncmem_memh_rkey_unpack(uct_component_t *component,
 uint64_t uct_syncmem_md_inv_keys(void)
 {
     return uct_syncmem_memh_inv_keys;
+}
+
+uint64_t uct_syncmem_md_invalidations(void)
+{
+    return uct_syncmem_memh_invalidations;
 }
 
 const uct_syncmem_mem_t *uct_syncmem_md_memh_reg(uct_mem_h memh)

@@ -14,10 +14,10 @@ extern "C" {
 
 namespace {
 
-class syncmem_ucp_test : public syncmem_test,
-                         public ::testing::WithParamInterface<
-                                 ucp_err_handling_mode_t> {
+class syncmem_ucp_base : public syncmem_test {
 protected:
+    virtual ucp_err_handling_mode_t err_mode() const = 0;
+
     void SetUp() override {
         syncmem_test::SetUp();
         if (HasFatalFailure()) {
@@ -28,6 +28,10 @@ protected:
         ASSERT_EQ(UCS_OK, ucp_config_modify(config, "TLS", "syncmem"));
         ASSERT_EQ(UCS_OK, ucp_config_modify(config, "NET_DEVICES",
                                             m_dev.c_str()));
+        // a receiver gone with nothing of the sender's in flight is found
+        // by UCP's keepalive (its default: 20 s)
+        ASSERT_EQ(UCS_OK, ucp_config_modify(config, "KEEPALIVE_INTERVAL",
+                                            "1s"));
         ucp_params_t params = {};
         params.field_mask   = UCP_PARAM_FIELD_FEATURES;
         params.features     = UCP_FEATURE_TAG;
@@ -51,11 +55,16 @@ protected:
                                  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
             ep.address         = address;
-            ep.err_mode        = GetParam();
+            ep.err_mode        = err_mode();
             ep.err_handler.cb  = [](void *arg, ucp_ep_h, ucs_status_t s) {
-                ADD_FAILURE() << "UCP endpoint failed: "
-                              << ucs_status_string(s);
+                auto *self = static_cast<syncmem_ucp_base*>(arg);
+                if (!self->m_failure_expected) {
+                    ADD_FAILURE() << "UCP endpoint failed: "
+                                  << ucs_status_string(s);
+                }
+                self->m_ep_failures++;
             };
+            ep.err_handler.arg = this;
             status = ucp_ep_create(m_workers[i], &ep, &m_eps[i]);
             ucp_worker_release_address(m_workers[1 - i], address);
             ASSERT_EQ(UCS_OK, status);
@@ -101,6 +110,24 @@ protected:
     ucp_context_h   m_context    = nullptr;
     ucp_worker_h    m_workers[2] = {nullptr, nullptr};
     ucp_ep_h        m_eps[2]     = {nullptr, nullptr};
+    bool            m_failure_expected = false;
+    int             m_ep_failures      = 0;
+};
+
+class syncmem_ucp_test : public syncmem_ucp_base,
+                         public ::testing::WithParamInterface<
+                                 ucp_err_handling_mode_t> {
+protected:
+    ucp_err_handling_mode_t err_mode() const override {
+        return GetParam();
+    }
+};
+
+class syncmem_ucp_peer_test : public syncmem_ucp_base {
+protected:
+    ucp_err_handling_mode_t err_mode() const override {
+        return UCP_ERR_HANDLING_MODE_PEER;
+    }
 };
 
 } // namespace
@@ -135,6 +162,59 @@ TEST_P(syncmem_ucp_test, tag_messages_arrive_intact_zero_copy)
     } else {
         EXPECT_EQ(0u, keys);
     }
+}
+
+// A rendezvous whose receiver goes away while it reads the sender's buffer
+// (its worker destroyed, as UCX's test_ucp_peer_failure does): the send
+// fails, and UCP revokes the buffer's key (an invalidating mem_dereg, whose
+// key syncmem_memh_test shows refused) before it returns the error, so the
+// application may reuse the buffer.
+TEST_F(syncmem_ucp_peer_test, rendezvous_to_a_receiver_gone_fails_and_revokes)
+{
+    const size_t size = 64 << 20;
+    std::vector<uint8_t> src(size, 0x3c), dst(size, 0);
+    uint64_t keys = uct_syncmem_md_inv_keys();
+    uint64_t invalidations = uct_syncmem_md_invalidations();
+    ucp_request_param_t param = {};
+
+    void *rreq = ucp_tag_recv_nbx(m_workers[1], dst.data(), size, 0x9,
+                                  (ucp_tag_t)-1, &param);
+    void *sreq = ucp_tag_send_nbx(m_eps[0], src.data(), size, 0x9, &param);
+    ASSERT_TRUE(UCS_PTR_IS_PTR(sreq) && UCS_PTR_IS_PTR(rreq));
+    // until the receiver reads: the sender's key is packed, and a little
+    ASSERT_TRUE(wait_for("the rendezvous to start", [&] {
+        ucp_worker_progress(m_workers[0]);
+        ucp_worker_progress(m_workers[1]);
+        return uct_syncmem_md_inv_keys() > keys;
+    }));
+    for (int i = 0; i < 200; ++i) {
+        ucp_worker_progress(m_workers[0]);
+        ucp_worker_progress(m_workers[1]);
+    }
+    EXPECT_EQ(UCS_INPROGRESS, ucp_request_check_status(sreq))
+            << "the transfer ended before the receiver went";
+
+    m_failure_expected = true;
+    ucp_request_free(rreq);
+    ucp_worker_destroy(m_workers[1]);
+    m_workers[1] = nullptr;
+    m_eps[1]     = nullptr;
+
+    wait_bound bound("the send to a receiver gone to fail");
+    ucs_status_t status;
+    while (((status = ucp_request_check_status(sreq)) == UCS_INPROGRESS) &&
+           bound()) {
+        ucp_worker_progress(m_workers[0]);
+    }
+    ucp_request_free(sreq);
+    EXPECT_NE(UCS_OK, status) << "a send to a receiver gone succeeded";
+    EXPECT_NE(UCS_INPROGRESS, status);
+    EXPECT_EQ(1, m_ep_failures);
+    EXPECT_GT(uct_syncmem_md_invalidations(), invalidations)
+            << "UCP did not revoke the buffer's key";
+    std::cout << "[          ] the send: " << ucs_status_string(status)
+              << ", keys revoked by UCP: "
+              << uct_syncmem_md_invalidations() - invalidations << std::endl;
 }
 
 INSTANTIATE_TEST_SUITE_P(err_mode, syncmem_ucp_test,
