@@ -177,7 +177,8 @@ static ucs_status_t uct_syncmem_cm_passive_qp(uct_syncmem_iface_t *iface,
     if (status != UCS_OK) {
         return status;
     }
-    status = uct_syncmem_qp_connect(iface, *qp_p, peer, rc_qpn);
+    status = uct_syncmem_qp_connect(iface, *qp_p, peer, rc_qpn,
+                                    iface->rto.est.exp);
     if ((status == UCS_OK) && iface->cm.refuse_writes) {
         status = uct_syncmem_qp_refuse_writes(*qp_p);
     }

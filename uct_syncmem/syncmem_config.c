@@ -20,12 +20,21 @@
  * inheriting UCX_RC_*.
  */
 ucs_config_field_t uct_syncmem_rc_config_table[] = {
-    {"RC_TIMEOUT", "67ms",
+    {"RC_TIMEOUT", "auto",
      "RC transport timeout: how long the HCA waits for an acknowledgement\n"
-     "before retransmitting (rounded up to 4.096us * 2^N). Unset, UCX's\n"
+     "before retransmitting (rounded up to 4.096us * 2^N). 'auto' measures\n"
+     "it: the round trips of the iface's requests smoothed, plus four times\n"
+     "their variance (TCP's retransmission timeout, RFC 6298), between\n"
+     "16.8 ms and 2.1 s, 67 ms before the first; doubled for an endpoint's\n"
+     "next QP each time its requests exceed their retries or stall, until\n"
+     "they get through again. A QP takes it when it connects, and again\n"
+     "while connected where the device allows it (the log says, at diag\n"
+     "level, when it changes and where it is refused). A time fixes it:\n"
+     "67ms was the default before 'auto', 1s is rc_verbs'. Unset, UCX's\n"
      "UCX_RC_TIMEOUT (the rc transports' setting) applies where it is set;\n"
      "UCX_SYNCMEM_RC_TIMEOUT wins over it.",
-     ucs_offsetof(uct_syncmem_rc_config_t, timeout), UCS_CONFIG_TYPE_TIME},
+     ucs_offsetof(uct_syncmem_rc_config_t, timeout),
+     UCS_CONFIG_TYPE_TIME_UNITS},
 
     {"RC_RETRY_COUNT", "7",
      "RC retransmissions before an operation fails with\n"
@@ -243,7 +252,8 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      "the next one until that operation completes. At most 16 endpoints are\n"
      "taken for wedged at one check (a quarter of this time); many at once\n"
      "are a slow device, and the rest wait for the next. 'auto': 4 times the RC\n"
-     "retry window (RC_TIMEOUT * (RC_RETRY_COUNT + 1)), at least 2 s, with\n"
+     "retry window (RC_TIMEOUT * (RC_RETRY_COUNT + 1)) of the endpoint's QP\n"
+     "(with RC_TIMEOUT=auto, the one it measured), at least 2 s, with\n"
      "RECONNECT, for a minute after the port showed link trouble (a port\n"
      "event, a request past its retries or not routed), and 8 times that\n"
      "otherwise: the wedge follows a link flap, and without one a request\n"

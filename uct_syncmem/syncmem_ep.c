@@ -73,6 +73,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_ep_t, const uct_ep_params_t *params)
     ucs_arbiter_group_init(&self->arb_group);
     memset(&self->reconnect, 0, sizeof(self->reconnect));
     memset(&self->wd, 0, sizeof(self->wd));
+    uct_syncmem_ep_rtt_init(iface, self);
 
     uct_syncmem_replay_ep_init(self);
     self->tx.available     = uct_syncmem_ep_tx_limit(iface, self);

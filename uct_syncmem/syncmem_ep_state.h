@@ -79,6 +79,26 @@ typedef struct uct_syncmem_ep_watchdog {
                                        since the one before */
 } uct_syncmem_ep_watchdog_t;
 
+/* RC_TIMEOUT=auto: an endpoint's round-trip sample (one signalled request
+ * at a time, from its post to its completion), the doublings of its QP's
+ * RC timeout since its requests last got through, and the exponent its QP
+ * has. syncmem_watchdog.c. */
+enum {
+    UCT_SYNCMEM_RTT_IDLE,       /* the next signalled request is timed */
+    UCT_SYNCMEM_RTT_PENDING,    /* request sn is */
+    UCT_SYNCMEM_RTT_OFF         /* a fixed RC_TIMEOUT: never */
+};
+
+typedef struct uct_syncmem_ep_rtt {
+    ucs_time_t       posted;        /* when request sn was posted */
+    uint32_t         polls;         /* iface->rto.polls then */
+    uint16_t         sn;
+    uint8_t          state;         /* UCT_SYNCMEM_RTT_* */
+    uint8_t          backoff;       /* retries exceeded or stalls since
+                                       its last completed sample */
+    uint8_t          exp;           /* its QP's RC timeout exponent */
+} uct_syncmem_ep_rtt_t;
+
 struct uct_syncmem_ep {
     uct_base_ep_t        super;
     struct ibv_qp        *qp;
@@ -117,6 +137,7 @@ struct uct_syncmem_ep {
     uct_syncmem_replay_lost_t lost;
     uct_syncmem_reconnect_t   reconnect;
     uct_syncmem_ep_watchdog_t wd;
+    uct_syncmem_ep_rtt_t      rtt;
     struct {
         uint64_t         conn_id;       /* unique within our iface */
         uint64_t         peer_iface_id;
@@ -152,6 +173,48 @@ uct_syncmem_ep_rung_sn(uct_syncmem_ep_t *ep)
 static inline uint16_t uct_syncmem_ep_tx_outstanding(const uct_syncmem_ep_t *ep)
 {
     return ep->tx.sn - ep->tx.acked_sn;
+}
+
+/* The RC timeout exponent for ep's next QP (connect, reconnect, resume):
+ * the iface's estimate, doubled for each backoff. */
+static inline uint8_t uct_syncmem_ep_rc_timeout(const uct_syncmem_iface_t *iface,
+                                                const uct_syncmem_ep_t *ep)
+{
+    return uct_syncmem_rto_backoff_exp(&iface->rto.est, ep->rtt.backoff);
+}
+
+/* RC_STALL_TIMEOUT=auto for a QP whose RC timeout is 4.096us * 2^exp: four
+ * times its retry window (RC_TIMEOUT * (RC_RETRY_COUNT + 1)), at least
+ * UCT_SYNCMEM_STALL_AUTO_MIN: a QP called stalled is one whose retries
+ * should have said something long ago. */
+#define UCT_SYNCMEM_STALL_AUTO_MIN 2.0 /* seconds */
+static inline ucs_time_t
+uct_syncmem_iface_stall_auto(const uct_syncmem_iface_t *iface, uint8_t exp)
+{
+    double window = uct_syncmem_rto_exp_sec(exp) *
+                    (iface->config.rc_retry_count + 1);
+
+    return ucs_time_from_sec(ucs_max(UCT_SYNCMEM_STALL_AUTO_MIN, 4 * window));
+}
+
+/* RC_STALL_TIMEOUT for ep: the fixed value, or 'auto''s for its QP. */
+static inline ucs_time_t
+uct_syncmem_ep_stall_timeout(const uct_syncmem_iface_t *iface,
+                             const uct_syncmem_ep_t *ep)
+{
+    return iface->config.stall_auto ?
+           uct_syncmem_iface_stall_auto(iface, ep->rtt.exp) :
+           iface->config.stall_timeout;
+}
+
+/* A new endpoint: nothing timed yet, no backoff. */
+static inline void uct_syncmem_ep_rtt_init(const uct_syncmem_iface_t *iface,
+                                           uct_syncmem_ep_t *ep)
+{
+    ep->rtt.state   = iface->rto.adaptive ? UCT_SYNCMEM_RTT_IDLE :
+                                            UCT_SYNCMEM_RTT_OFF;
+    ep->rtt.backoff = 0;
+    ep->rtt.exp     = iface->rto.est.exp;
 }
 
 /* Is the last request outstanding, and was it posted unsignalled? Then

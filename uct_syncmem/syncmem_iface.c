@@ -21,6 +21,7 @@
 static void uct_syncmem_tx_handle(uct_syncmem_iface_t *iface,
                                   const struct ibv_wc *wc)
 {
+    uct_syncmem_ep_t *ep;
     khiter_t it;
 
     it = kh_get(uct_syncmem_qp_eps, &iface->qp_eps, wc->qp_num);
@@ -28,11 +29,16 @@ static void uct_syncmem_tx_handle(uct_syncmem_iface_t *iface,
         return; /* its endpoint was destroyed */
     }
 
+    ep = kh_value(&iface->qp_eps, it);
     if (ucs_likely(wc->status == IBV_WC_SUCCESS)) {
-        uct_syncmem_ep_tx_completed(kh_value(&iface->qp_eps, it), wc->wr_id,
-                                    UCS_OK);
+        if ((ep->rtt.state == UCT_SYNCMEM_RTT_PENDING) &&
+            UCS_CIRCULAR_COMPARE16((uint16_t)wc->wr_id, >=, ep->rtt.sn)) {
+            uct_syncmem_ep_rtt_done(iface, ep);
+        }
+        uct_syncmem_ep_tx_completed(ep, wc->wr_id, UCS_OK);
     } else {
-        uct_syncmem_ep_tx_error(kh_value(&iface->qp_eps, it), wc);
+        uct_syncmem_ep_rtt_failed(iface, ep, wc);
+        uct_syncmem_ep_tx_error(ep, wc);
     }
 }
 
@@ -62,6 +68,7 @@ static unsigned uct_syncmem_iface_progress(uct_iface_h tl_iface)
     int i, n;
 
     iface->armed = 0;
+    ++iface->rto.polls;
     if (!ucs_list_is_empty(&iface->db_eps)) {
         uct_syncmem_iface_ring_all(iface);
     }
@@ -373,12 +380,27 @@ static ucs_mpool_ops_t uct_syncmem_op_mpool_ops = {
     .obj_str       = NULL
 };
 
-/* IB encodes the ack timeout as 4.096us * 2^N. */
-static uint8_t uct_syncmem_rc_timeout_exp(double seconds)
+/* RC_TIMEOUT: a fixed exponent (exp_min == exp_max: nothing moves it), or
+ * 'auto': measured within UCT_SYNCMEM_RTO_EXP_MIN..MAX, starting at
+ * UCT_SYNCMEM_RTO_EXP_INIT (syncmem_rto.h). */
+static void uct_syncmem_iface_rto_init(uct_syncmem_iface_t *iface,
+                                       const uct_syncmem_iface_config_t *config)
 {
-    double exp = ceil(log2(seconds / 4.096e-6));
+    uint8_t exp;
 
-    return (uint8_t)ucs_max(1, ucs_min(31, exp));
+    iface->rto.adaptive   = (config->rc.timeout == UCS_TIME_AUTO);
+    iface->rto.rts_modify = 1;
+    iface->rto.polls      = 0;
+    if (iface->rto.adaptive) {
+        uct_syncmem_rto_init(&iface->rto.est, UCT_SYNCMEM_RTO_EXP_MIN,
+                             UCT_SYNCMEM_RTO_EXP_MAX,
+                             UCT_SYNCMEM_RTO_EXP_INIT);
+    } else {
+        exp = (config->rc.timeout == UCS_TIME_INFINITY) ? 31 :
+              uct_syncmem_rto_exp_of(ucs_time_to_sec(config->rc.timeout));
+        uct_syncmem_rto_init(&iface->rto.est, exp, exp, exp);
+    }
+    iface->config.rc_timeout = iface->rto.est.exp;
 }
 
 /* The operations made for how this iface keeps its requests
@@ -405,16 +427,14 @@ static void uct_syncmem_iface_tx_ops(uct_syncmem_iface_t *iface)
 }
 
 /* RC_STALL_TIMEOUT: 'auto' waits well past the time the HCA's own retries
- * take to report a dead link: a QP called stalled is one whose retries
- * should have said something long ago. And UCT_SYNCMEM_STALL_CALM times
- * that while the port shows no link trouble (uct_syncmem_ep_fsm_stall_time). */
-
+ * take to report a dead link (uct_syncmem_iface_stall_auto, for each QP's
+ * RC timeout); this is the least of it, for the check's interval. And
+ * UCT_SYNCMEM_STALL_CALM times that while the port shows no link trouble
+ * (uct_syncmem_ep_fsm_stall_time). */
 static ucs_time_t
 uct_syncmem_iface_stall_timeout(const uct_syncmem_iface_t *iface,
                                 const uct_syncmem_iface_config_t *config)
 {
-    double window;
-
     if (config->stall_timeout != UCS_TIME_AUTO) {
         return config->stall_timeout;
     }
@@ -423,9 +443,7 @@ uct_syncmem_iface_stall_timeout(const uct_syncmem_iface_t *iface,
          * progressing for a while (RNR) stalls too: only when asked */
         return UCS_TIME_INFINITY;
     }
-    window = 4.096e-6 * (1ull << iface->config.rc_timeout) *
-             (iface->config.rc_retry_count + 1);
-    return ucs_time_from_sec(ucs_max(2.0, 4 * window));
+    return uct_syncmem_iface_stall_auto(iface, iface->rto.est.exp_min);
 }
 
 /* What the device grants for our QP shape (inline size, SGEs): ask it by
@@ -568,7 +586,6 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.cm_retries         = config->cm_retries;
     self->config.cm_max_half_open   = ucs_max(config->cm_max_half_open, 1);
     self->config.keepalive_interval = config->keepalive_interval;
-    self->config.rc_timeout         = uct_syncmem_rc_timeout_exp(config->rc.timeout);
     self->config.rc_retry_count     = uct_syncmem_config_rc_retry_count(
             config->rc.retry_count,
             dev->vendor_id == UCT_SYNCMEM_RXE_VENDOR_ID);
@@ -582,8 +599,13 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.stall_calm         = (config->stall_timeout == UCS_TIME_AUTO) ?
                                       UCT_SYNCMEM_STALL_CALM : 1;
     self->link_trouble              = 0;
+    uct_syncmem_iface_rto_init(self, config);
     self->config.stall_timeout      = uct_syncmem_iface_stall_timeout(self,
                                                                       config);
+    self->config.stall_auto         = (config->stall_timeout ==
+                                       UCS_TIME_AUTO) &&
+                                      (self->config.stall_timeout !=
+                                       UCS_TIME_INFINITY);
     self->config.check_interval     =
             ucs_min(self->config.op_timeout, self->config.stall_timeout);
     if (self->config.check_interval != UCS_TIME_INFINITY) {

@@ -10,6 +10,7 @@
 #include "syncmem_md.h"
 #include "syncmem_qp.h"
 #include "syncmem_cm.h"
+#include "syncmem_rto.h"
 
 #define UCT_SYNCMEM_AM_MAX_HDR 128
 #define UCT_SYNCMEM_CQ_SLACK   64  /* send CQ entries beyond TX_CQ_LEN */
@@ -46,7 +47,8 @@ typedef struct uct_syncmem_verify_counters {
  * UCX_RC_TIMEOUT, then UCX_SYNCMEM_RC_TIMEOUT over it
  * (uct_syncmem_rc_config_table). */
 typedef struct uct_syncmem_rc_config {
-    double             timeout;       /* RC ack timeout, seconds */
+    ucs_time_t         timeout;       /* RC ack timeout; UCS_TIME_AUTO:
+                                         measured (syncmem_rto.h) */
     unsigned           retry_count;
 } uct_syncmem_rc_config_t;
 
@@ -206,7 +208,9 @@ struct uct_syncmem_iface {
         unsigned       cm_retries;
         unsigned       cm_max_half_open;
         ucs_time_t     keepalive_interval;
-        uint8_t        rc_timeout;      /* IB encoding: 4.096us * 2^N */
+        uint8_t        rc_timeout;      /* IB encoding: 4.096us * 2^N; the
+                                         * fixed value, or 'auto''s first
+                                         * (rto.est.exp is the one now) */
         uint8_t        rc_retry_count;
         uint8_t        rc_rnr_retry_count;
         uint8_t        max_rd_atomic;
@@ -214,7 +218,11 @@ struct uct_syncmem_iface {
         int            reconnect_resume;
         ucs_time_t     reconnect_timeout;
         ucs_time_t     op_timeout;      /* UCS_TIME_INFINITY: none */
-        ucs_time_t     stall_timeout;   /* UCS_TIME_INFINITY: none */
+        ucs_time_t     stall_timeout;   /* UCS_TIME_INFINITY: none; with
+                                         * stall_auto the least (each
+                                         * endpoint's follows its QP's RC
+                                         * timeout: uct_syncmem_ep_stall_timeout) */
+        uint8_t        stall_auto;      /* RC_STALL_TIMEOUT=auto, on */
         unsigned       stall_calm;      /* 'auto': that many times longer
                                          * with no link trouble; else 1 */
         ucs_time_t     check_interval;  /* of both; INFINITY: never */
@@ -237,6 +245,21 @@ struct uct_syncmem_iface {
     unsigned           rings;         /* endpoints that hold a replay ring */
     volatile uint32_t  port_events;   /* syncmem_port.c: from the async
                                        * thread */
+    /* RC_TIMEOUT=auto (syncmem_watchdog.c): the round trips the iface's
+     * endpoints measure, one estimate for the port (the load it adapts to,
+     * a busy host, is the host's, and a new QP needs a value before its
+     * own first sample) */
+    struct {
+        uct_syncmem_rto_t est;        /* fixed RC_TIMEOUT: exp_min ==
+                                         exp_max, never sampled */
+        uint8_t        adaptive;      /* RC_TIMEOUT=auto */
+        uint8_t        rts_modify;    /* the device changes the timeout of
+                                         a connected QP: 1 until it
+                                         refuses once */
+        uint32_t       polls;         /* progress calls: a sample counts
+                                         only if its completion was waited
+                                         for, not found late */
+    } rto;
     ucs_time_t         link_trouble;  /* the last port event, or request
                                        * past its retries or not routed;
                                        * 0: none yet */
@@ -300,6 +323,11 @@ void uct_syncmem_iface_port_events(uct_syncmem_iface_t *iface);
 void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface);
 ucs_status_t uct_syncmem_watchdog_init(uct_syncmem_iface_t *iface);
 void uct_syncmem_watchdog_cleanup(uct_syncmem_iface_t *iface);
+/* RC_TIMEOUT=auto: ep's timed request completed (its round trip is a
+ * sample), or one of its requests failed (a retry exceeded backs off) */
+void uct_syncmem_ep_rtt_done(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep);
+void uct_syncmem_ep_rtt_failed(uct_syncmem_iface_t *iface,
+                               uct_syncmem_ep_t *ep, const struct ibv_wc *wc);
 
 /* syncmem_verify.c: UCX_SYNCMEM_VERIFY=crc */
 extern const char *uct_syncmem_verify_names[];

@@ -127,7 +127,7 @@ static ucs_status_t uct_syncmem_qp_rts(uct_syncmem_iface_t *iface,
                                        struct ibv_qp *qp,
                                        const uct_syncmem_port_t *peer,
                                        uint32_t dest_qpn, uint32_t sq_psn,
-                                       uint32_t rq_psn)
+                                       uint32_t rq_psn, uint8_t timeout_exp)
 {
     struct ibv_qp_attr attr = {};
     int ret;
@@ -153,7 +153,7 @@ static ucs_status_t uct_syncmem_qp_rts(uct_syncmem_iface_t *iface,
 
     attr.qp_state      = IBV_QPS_RTS;
     attr.sq_psn        = sq_psn;
-    attr.timeout       = iface->config.rc_timeout;
+    attr.timeout       = timeout_exp;
     attr.retry_cnt     = iface->config.rc_retry_count;
     attr.rnr_retry     = iface->config.rc_rnr_retry_count;
     attr.max_rd_atomic = iface->config.max_rd_atomic;
@@ -172,9 +172,19 @@ static ucs_status_t uct_syncmem_qp_rts(uct_syncmem_iface_t *iface,
 ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,
                                     struct ibv_qp *qp,
                                     const uct_syncmem_port_t *peer,
-                                    uint32_t dest_qpn)
+                                    uint32_t dest_qpn, uint8_t timeout_exp)
 {
-    return uct_syncmem_qp_rts(iface, qp, peer, dest_qpn, 0, 0);
+    return uct_syncmem_qp_rts(iface, qp, peer, dest_qpn, 0, 0, timeout_exp);
+}
+
+/* A connected QP's RC timeout, changed in RTS: the timeout alone in the
+ * mask, no state, the only form a kernel may take (syncmem_watchdog.c says
+ * which do). 0, or the error. */
+int uct_syncmem_qp_set_timeout(struct ibv_qp *qp, uint8_t timeout_exp)
+{
+    struct ibv_qp_attr attr = { .timeout = timeout_exp };
+
+    return ibv_modify_qp(qp, &attr, IBV_QP_TIMEOUT);
 }
 
 ucs_status_t uct_syncmem_qp_refuse_writes(struct ibv_qp *qp)
@@ -200,7 +210,7 @@ ucs_status_t uct_syncmem_qp_resume(uct_syncmem_iface_t *iface,
                                    struct ibv_qp *qp,
                                    const uct_syncmem_port_t *peer,
                                    uint32_t dest_qpn, uint32_t sq_psn,
-                                   uint32_t rq_psn)
+                                   uint32_t rq_psn, uint8_t timeout_exp)
 {
     struct ibv_qp_attr attr = { .qp_state = IBV_QPS_RESET };
     int ret;
@@ -214,7 +224,8 @@ ucs_status_t uct_syncmem_qp_resume(uct_syncmem_iface_t *iface,
     if (uct_syncmem_qp_init(iface, qp) != UCS_OK) {
         return UCS_ERR_IO_ERROR;
     }
-    return uct_syncmem_qp_rts(iface, qp, peer, dest_qpn, sq_psn, rq_psn);
+    return uct_syncmem_qp_rts(iface, qp, peer, dest_qpn, sq_psn, rq_psn,
+                              timeout_exp);
 }
 
 /* The state of a QP (IBV_QPS_ERR where it cannot be read), and in *rq_psn_p

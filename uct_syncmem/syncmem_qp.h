@@ -48,10 +48,13 @@ void uct_syncmem_qp_init_attr(uct_syncmem_iface_t *iface,
 ucs_status_t uct_syncmem_qp_create(uct_syncmem_iface_t *iface,
                                    struct ibv_cq *send_cq,
                                    struct ibv_qp **qp_p);
+/* To RTS, connected to dest_qpn, with the RC timeout 4.096us * 2^timeout_exp
+ * (uct_syncmem_ep_rc_timeout; passive QPs: the iface's) */
 ucs_status_t uct_syncmem_qp_connect(uct_syncmem_iface_t *iface,
                                     struct ibv_qp *qp,
                                     const uct_syncmem_port_t *peer,
-                                    uint32_t dest_qpn);
+                                    uint32_t dest_qpn, uint8_t timeout_exp);
+int uct_syncmem_qp_set_timeout(struct ibv_qp *qp, uint8_t timeout_exp);
 /* Testing (uct_syncmem_iface_inject_refusal): qp's peer may no longer
  * write to it, and gets IBV_WC_REM_INV_REQ_ERR for a write. */
 ucs_status_t uct_syncmem_qp_refuse_writes(struct ibv_qp *qp);
@@ -59,7 +62,7 @@ ucs_status_t uct_syncmem_qp_resume(uct_syncmem_iface_t *iface,
                                    struct ibv_qp *qp,
                                    const uct_syncmem_port_t *peer,
                                    uint32_t dest_qpn, uint32_t sq_psn,
-                                   uint32_t rq_psn);
+                                   uint32_t rq_psn, uint8_t timeout_exp);
 ucs_status_t uct_syncmem_qp_reinit(uct_syncmem_iface_t *iface,
                                    struct ibv_qp *qp);
 enum ibv_qp_state uct_syncmem_qp_query(struct ibv_qp *qp, uint32_t *rq_psn_p);

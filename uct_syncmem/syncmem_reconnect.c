@@ -127,8 +127,8 @@ static ucs_status_t uct_syncmem_reconnect_start(uct_syncmem_ep_t *ep,
             ep->reconnect.started, iface->config.reconnect_timeout,
             (ep->wd.stalls == 0) ? 0 :
             uct_syncmem_ep_fsm_stall_time(
-                    iface->config.stall_timeout, iface->config.stall_calm,
-                    iface->link_trouble,
+                    uct_syncmem_ep_stall_timeout(iface, ep),
+                    iface->config.stall_calm, iface->link_trouble,
                     ucs_time_from_sec(UCT_SYNCMEM_TROUBLE_WINDOW),
                     ep->reconnect.started, ep->wd.stalls - 1));
 
@@ -190,9 +190,11 @@ static ucs_status_t uct_syncmem_reconnect_resume(uct_syncmem_ep_t *ep,
     struct ibv_qp *spare       = ep->qp;
     ucs_status_t status;
 
-    status = uct_syncmem_qp_resume(iface, ep->reconnect.old_qp, &ep->cm.peer,
-                                   ep->cm.peer_rc_qpn, sq_psn,
-                                   ep->reconnect.old_rq_psn);
+    ep->rtt.exp = uct_syncmem_ep_rc_timeout(iface, ep);
+    status      = uct_syncmem_qp_resume(iface, ep->reconnect.old_qp,
+                                        &ep->cm.peer, ep->cm.peer_rc_qpn,
+                                        sq_psn, ep->reconnect.old_rq_psn,
+                                        ep->rtt.exp);
     if (status != UCS_OK) {
         return status;
     }
@@ -235,8 +237,9 @@ static ucs_status_t uct_syncmem_reconnect_finish(uct_syncmem_ep_t *ep,
                                   " is not about them)", ep->cm.rep_rq_psn);
             }
         }
-        status = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
-                                        ep->cm.peer_rc_qpn);
+        ep->rtt.exp = uct_syncmem_ep_rc_timeout(iface, ep);
+        status      = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
+                                             ep->cm.peer_rc_qpn, ep->rtt.exp);
         /* a new QP starts at PSN 0 */
         ep->replay.next_psn = uct_syncmem_replay_npkts(
                 ep, ep->reconnect.fail_sn, count);
@@ -342,8 +345,9 @@ static ucs_status_t uct_syncmem_ep_act(uct_syncmem_ep_t *ep,
 
     switch (act) {
     case UCT_SYNCMEM_EP_ACT_CONNECT:
-        status = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
-                                        ep->cm.peer_rc_qpn);
+        ep->rtt.exp = uct_syncmem_ep_rc_timeout(iface, ep);
+        status      = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
+                                             ep->cm.peer_rc_qpn, ep->rtt.exp);
         if (status == UCS_OK) {
             uct_syncmem_cm_send_rtu(ep);
             /* what was kept while connecting, in order */

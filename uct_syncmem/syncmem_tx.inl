@@ -343,6 +343,15 @@ uct_syncmem_ep_tx_flags(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     if (signal || ((uint16_t)sn == ep->tx.sig_sn)) {
         flags         |= IBV_SEND_SIGNALED;
         ep->tx.sig_sn  = sn + iface->config.tx_signal_every;
+        if (ep->rtt.state == UCT_SYNCMEM_RTT_IDLE) {
+            /* RC_TIMEOUT=auto: time it (its completion ends the sample,
+             * uct_syncmem_ep_rtt_done); one at a time, on a request that
+             * is signalled anyway */
+            ep->rtt.posted = ucs_get_time();
+            ep->rtt.polls  = iface->rto.polls;
+            ep->rtt.sn     = sn;
+            ep->rtt.state  = UCT_SYNCMEM_RTT_PENDING;
+        }
     }
     return flags;
 }

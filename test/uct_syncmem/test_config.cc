@@ -29,13 +29,18 @@ ucs_status_t read_config(uct_syncmem_iface_config_t *config)
     return uct_syncmem_config_fill(config, &uct_syncmem_tl.config);
 }
 
-// The RC settings the environment gives now: timeout (s) and retry count.
+// The RC settings the environment gives now: timeout (s; a negative one:
+// 'auto') and retry count.
 void expect_rc(double timeout, unsigned retries)
 {
     uct_syncmem_iface_config_t config;
 
     ASSERT_EQ(UCS_OK, read_config(&config));
-    EXPECT_DOUBLE_EQ(timeout, config.rc.timeout);
+    if (timeout < 0) {
+        EXPECT_EQ(UCS_TIME_AUTO, config.rc.timeout);
+    } else {
+        EXPECT_NEAR(timeout, ucs_time_to_sec(config.rc.timeout), 1e-6);
+    }
     EXPECT_EQ(retries, config.rc.retry_count);
     ucs_config_parser_release_opts(&config, uct_syncmem_iface_config_table);
 }
@@ -131,7 +136,9 @@ TEST(config, pkey_sl_and_traffic_class)
 // (syncmem_config.c, uct_syncmem_rc_config_table).
 TEST(config, rc_settings_inherit_ucx_rc_and_syncmem_wins)
 {
-    expect_rc(0.067, 7);
+    const double automatic = -1;
+
+    expect_rc(automatic, 7);
     {
         scoped_env timeout("UCX_RC_TIMEOUT", "10ms");
         scoped_env retries("UCX_RC_RETRY_COUNT", "2");
@@ -146,11 +153,22 @@ TEST(config, rc_settings_inherit_ucx_rc_and_syncmem_wins)
 
     // syncmem's alone
     scoped_env own("UCX_SYNCMEM_RC_RETRY_COUNT", "3");
-    expect_rc(0.067, 3);
+    expect_rc(automatic, 3);
 
     // the rc transports' own prefix is theirs alone
     scoped_env verbs("UCX_RC_VERBS_TIMEOUT", "2s");
-    expect_rc(0.067, 3);
+    expect_rc(automatic, 3);
+
+    // a fixed value, and 'auto' over UCX's fixed one
+    {
+        scoped_env fixed("UCX_SYNCMEM_RC_TIMEOUT", "67ms");
+        expect_rc(0.067, 3);
+    }
+    {
+        scoped_env timeout("UCX_RC_TIMEOUT", "1s");
+        scoped_env own_auto("UCX_SYNCMEM_RC_TIMEOUT", "auto");
+        expect_rc(automatic, 3);
+    }
 }
 
 // A retry count of 7 is never programmed where the device retries forever
