@@ -23,11 +23,14 @@
  * the next check. */
 #define UCT_SYNCMEM_STALLS_PER_CHECK 16
 
-/* A round-trip sample counts only when progress was called this many times
- * between the request's post and the call that found its completion: the
- * caller waited for it, so it was found soon after it came. One that
- * computed between posting and progress would find it late, and a timeout
- * grown from that would only make a dead link slower to find. */
+/* A round trip longer than the timeout now counts only when progress was
+ * called this many times between the request's post and the call that
+ * found its completion: the caller waited for it, so it was found soon
+ * after it came. A caller that computed between posting and progress would
+ * find it late, and a timeout grown from that would only make a dead link
+ * slower to find. A shorter one always counts: found at once, it may have
+ * been there at once (Soft-RoCE may complete a request within the post's
+ * own system call), and it cannot lengthen the timeout. */
 #define UCT_SYNCMEM_RTT_MIN_POLLS 4
 
 /*
@@ -91,8 +94,8 @@ static void uct_syncmem_iface_rto_log(uct_syncmem_iface_t *iface,
 
 void uct_syncmem_ep_rtt_done(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 {
-    ucs_time_t now = ucs_get_time();
-    uint8_t old    = iface->rto.est.exp;
+    double rtt  = ucs_time_to_sec(ucs_get_time() - ep->rtt.posted);
+    uint8_t old = iface->rto.est.exp;
 
     ep->rtt.state = UCT_SYNCMEM_RTT_IDLE;
     if (ucs_unlikely(ep->rtt.backoff != 0)) {
@@ -102,10 +105,10 @@ void uct_syncmem_ep_rtt_done(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
                  old, ep->rtt.exp);
         ep->rtt.backoff = 0;
     }
-    if (((uint32_t)(iface->rto.polls - ep->rtt.polls) >=
-         UCT_SYNCMEM_RTT_MIN_POLLS) &&
-        uct_syncmem_rto_sample(&iface->rto.est,
-                               ucs_time_to_sec(now - ep->rtt.posted))) {
+    if ((((uint32_t)(iface->rto.polls - ep->rtt.polls) >=
+          UCT_SYNCMEM_RTT_MIN_POLLS) ||
+         (rtt <= uct_syncmem_rto_value(&iface->rto.est))) &&
+        uct_syncmem_rto_sample(&iface->rto.est, rtt)) {
         uct_syncmem_iface_rto_log(iface, old);
     }
     uct_syncmem_ep_rtt_apply(iface, ep);
