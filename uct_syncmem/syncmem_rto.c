@@ -66,6 +66,7 @@ double uct_syncmem_rto_value(const uct_syncmem_rto_t *rto)
 int uct_syncmem_rto_sample(uct_syncmem_rto_t *rto, double rtt)
 {
     uint8_t old = rto->exp;
+    double value;
     int steps;
 
     if (!(rtt >= 0)) {
@@ -80,7 +81,14 @@ int uct_syncmem_rto_sample(uct_syncmem_rto_t *rto, double rtt)
         rto->srtt   = 0.875 * rto->srtt + 0.125 * rtt;
     }
 
-    steps = uct_syncmem_rto_steps(uct_syncmem_rto_value(rto));
+    /* most samples move neither way: two compares, no log2 */
+    value = uct_syncmem_rto_value(rto);
+    if ((value <= uct_syncmem_rto_exp_sec(rto->exp)) &&
+        ((rto->exp <= rto->exp_min) ||
+         (value > uct_syncmem_rto_exp_sec(rto->exp - 2)))) {
+        return 0;
+    }
+    steps = uct_syncmem_rto_steps(value);
     if (steps > rto->exp) {
         rto->exp = uct_syncmem_rto_clamp(rto, steps);
     } else if (steps + 1 < rto->exp) {
