@@ -27,6 +27,16 @@ void uct_syncmem_ep_amo_done(uct_syncmem_ep_t *ep);
 void uct_syncmem_ep_fence_hold(uct_syncmem_ep_t *ep, int hold);
 void uct_syncmem_ep_fence_check(uct_syncmem_ep_t *ep);
 void uct_syncmem_ep_fence_start(uct_syncmem_ep_t *ep);
+/* RC_TIMEOUT=auto: ep's timed request completed (its round trip is a
+ * sample), one of its requests failed (a retry exceeded backs off), it
+ * stalled (backs off too), its first handshake answered (a sample) */
+void uct_syncmem_ep_rtt_done(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep);
+void uct_syncmem_ep_rtt_failed(uct_syncmem_iface_t *iface,
+                               uct_syncmem_ep_t *ep, const struct ibv_wc *wc);
+void uct_syncmem_ep_rtt_backoff(uct_syncmem_iface_t *iface,
+                                uct_syncmem_ep_t *ep, const char *why);
+void uct_syncmem_ep_rtt_handshake(uct_syncmem_iface_t *iface,
+                                  uct_syncmem_ep_t *ep);
 
 /* syncmem_doorbell.c */
 void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep);

@@ -207,7 +207,7 @@ uct_syncmem_ep_stall_timeout(const uct_syncmem_iface_t *iface,
            iface->config.stall_timeout;
 }
 
-/* A new endpoint: nothing timed yet, no backoff. */
+/* A new endpoint (before its first REQ): nothing timed yet, no backoff. */
 static inline void uct_syncmem_ep_rtt_init(const uct_syncmem_iface_t *iface,
                                            uct_syncmem_ep_t *ep)
 {
@@ -215,6 +215,7 @@ static inline void uct_syncmem_ep_rtt_init(const uct_syncmem_iface_t *iface,
                                             UCT_SYNCMEM_RTT_OFF;
     ep->rtt.backoff = 0;
     ep->rtt.exp     = iface->rto.est.exp;
+    ep->rtt.polls   = iface->rto.polls; /* its handshake's sample */
 }
 
 /* Is the last request outstanding, and was it posted unsignalled? Then

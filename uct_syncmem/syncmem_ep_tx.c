@@ -4,11 +4,14 @@
  * complete (in order, with the status the replay ring gives those a
  * reconnect lost), the QP goes to error and drains, the pending queue runs
  * or fails. These are the actions syncmem_reconnect.c carries out; nothing
- * here raises an event.
+ * here raises an event. And their round trips timed, for the RC timeout
+ * that adapts (UCX_SYNCMEM_RC_TIMEOUT=auto): samples, backoff, and the
+ * timeout programmed into a connected QP.
  */
 #include "syncmem_ep.h"
 #include "syncmem_qp.h"
 
+#include <ucs/time/time.h>
 #include <string.h>
 
 void uct_syncmem_op_release(uct_syncmem_op_t *op, ucs_status_t status)
@@ -303,5 +306,163 @@ void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep)
     }
     if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
         ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+    }
+}
+
+/* A round trip longer than the timeout now counts only when progress was
+ * called this many times between the request's post and the call that
+ * found its completion: the caller waited for it, so it was found soon
+ * after it came. A caller that computed between posting and progress would
+ * find it late, and a timeout grown from that would only make a dead link
+ * slower to find. A shorter one always counts: found at once, it may have
+ * been there at once (Soft-RoCE may complete a request within the post's
+ * own system call), and it cannot lengthen the timeout. */
+#define UCT_SYNCMEM_RTT_MIN_POLLS 4
+
+static int uct_syncmem_ep_rtt_counts(const uct_syncmem_iface_t *iface,
+                                     const uct_syncmem_ep_t *ep, double rtt)
+{
+    return ((uint32_t)(iface->rto.polls - ep->rtt.polls) >=
+            UCT_SYNCMEM_RTT_MIN_POLLS) ||
+           (rtt <= uct_syncmem_rto_value(&iface->rto.est));
+}
+
+/*
+ * RC_TIMEOUT=auto, one estimate per iface (per port: syncmem_rto.h), fed
+ * by its endpoints' samples. An endpoint's QP gets the estimate when it is
+ * connected (new, reconnected or resumed), doubled for each time its
+ * requests failed (retries exceeded, a stall) since they last got through;
+ * and, where the device allows it, again in RTS once the exponent it should
+ * have changed (checked at its next sample, so an idle endpoint costs
+ * nothing). Soft-RoCE on Linux 6.1 refuses that (the core's
+ * ib_modify_qp_is_ok table has no IB_QP_TIMEOUT for RTS to RTS, and rxe
+ * checks every modify against it); on 6.12 rxe checks it only when the
+ * state is in the mask, and takes the timeout alone. The first refusal
+ * stops the tries on that iface.
+ */
+static void uct_syncmem_ep_rtt_apply(uct_syncmem_iface_t *iface,
+                                     uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_md_t *md = ucs_derived_of(iface->super.md, uct_syncmem_md_t);
+    uint8_t exp          = uct_syncmem_ep_rc_timeout(iface, ep);
+    int ret;
+
+    if ((exp == ep->rtt.exp) || !iface->rto.rts_modify ||
+        (ep->state != UCT_SYNCMEM_EP_CONNECTED)) {
+        return;
+    }
+    ret = uct_syncmem_qp_set_timeout(ep->qp, exp);
+    if (ret == 0) {
+        ep->rtt.exp = exp;
+        return;
+    }
+    iface->rto.rts_modify = 0;
+    ucs_diag("syncmem: %s:%u: the device does not change the RC timeout of"
+             " a connected QP (QP 0x%x, 4.096us*2^%u: %s): UCX_SYNCMEM_RC_TIMEOUT"
+             "=auto applies to new and reconnected QPs only", md->name,
+             iface->port.num, ep->qp->qp_num, exp, strerror(ret));
+}
+
+static void uct_syncmem_iface_rto_log(uct_syncmem_iface_t *iface,
+                                      uint8_t old, const char *what)
+{
+    uct_syncmem_md_t *md         = ucs_derived_of(iface->super.md,
+                                                  uct_syncmem_md_t);
+    const uct_syncmem_rto_t *est = &iface->rto.est;
+
+    ucs_diag("syncmem: %s:%u: RC timeout (auto) 4.096us*2^%u -> 2^%u"
+             " (%.1f -> %.1f ms): round trip %.3f ms smoothed, %.3f ms"
+             " variance, last %.3f ms (%s; %" PRIu64 " samples); SRTT + %d"
+             " RTTVAR = %.3f ms, bounds %.1f ms..%.0f ms; a dead link is"
+             " found after %.2f s%s", md->name, iface->port.num, old,
+             est->exp, uct_syncmem_rto_exp_sec(old) * 1e3,
+             uct_syncmem_rto_exp_sec(est->exp) * 1e3, est->srtt * 1e3,
+             est->rttvar * 1e3, est->last * 1e3, what, est->samples,
+             UCT_SYNCMEM_RTO_K, uct_syncmem_rto_value(est) * 1e3,
+             uct_syncmem_rto_exp_sec(est->exp_min) * 1e3,
+             uct_syncmem_rto_exp_sec(est->exp_max) * 1e3,
+             uct_syncmem_rto_exp_sec(est->exp) *
+             (iface->config.rc_retry_count + 1),
+             iface->rto.rts_modify ? "" : " (new and reconnected QPs)");
+}
+
+void uct_syncmem_ep_rtt_done(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
+{
+    double rtt  = ucs_time_to_sec(ucs_get_time() - ep->rtt.posted);
+    uint8_t old = iface->rto.est.exp;
+
+    ep->rtt.state = UCT_SYNCMEM_RTT_IDLE;
+    if (ucs_unlikely(ep->rtt.backoff != 0)) {
+        ucs_diag("syncmem: ep %p to iface 0x%" PRIx64 ": its requests get"
+                 " through again: RC timeout back to the estimate"
+                 " (4.096us*2^%u, not 2^%u)", ep, ep->cm.peer_iface_id,
+                 old, ep->rtt.exp);
+        ep->rtt.backoff = 0;
+    }
+    if (uct_syncmem_ep_rtt_counts(iface, ep, rtt) &&
+        uct_syncmem_rto_sample(&iface->rto.est, rtt)) {
+        uct_syncmem_iface_rto_log(iface, old, "a request");
+    }
+    uct_syncmem_ep_rtt_apply(iface, ep);
+}
+
+/*
+ * The handshake's round trip of a new endpoint, from its first REQ to the
+ * REP that connects it (progress takes the REP): a sample before any
+ * request, so that its first QP has a measured timeout (on a kernel that
+ * keeps a connected QP's, for the QP's life). Longer than a request's (the
+ * peer creates and connects a QP in between): the safe side. Not when the
+ * REQ was sent again or answered BUSY (RFC 6298's Karn: which one did the
+ * REP answer?), nor after a reconnect's (a failure before it).
+ */
+void uct_syncmem_ep_rtt_handshake(uct_syncmem_iface_t *iface,
+                                  uct_syncmem_ep_t *ep)
+{
+    uint8_t old = iface->rto.est.exp;
+    ucs_time_t sent;
+    double rtt;
+
+    if ((ep->rtt.state == UCT_SYNCMEM_RTT_OFF) || (ep->cm.gen != 0) ||
+        (ep->cm.retries_left != iface->config.cm_retries) ||
+        (ep->cm.busy_left != iface->config.cm_retries *
+                             UCT_SYNCMEM_CM_BUSY_FACTOR)) {
+        return;
+    }
+    sent = ep->cm.next_retry - iface->config.cm_timeout;
+    rtt  = ucs_time_to_sec(ucs_get_time() - sent);
+    if (uct_syncmem_ep_rtt_counts(iface, ep, rtt) && /* polls: since init */
+        uct_syncmem_rto_sample(&iface->rto.est, rtt)) {
+        uct_syncmem_iface_rto_log(iface, old, "a handshake");
+    }
+}
+
+/* Doubles the RC timeout of ep's next QP (RFC 6298 5.5): its requests
+ * failed for want of an acknowledgement. */
+void uct_syncmem_ep_rtt_backoff(uct_syncmem_iface_t *iface,
+                                uct_syncmem_ep_t *ep, const char *why)
+{
+    if (ep->rtt.state == UCT_SYNCMEM_RTT_OFF) {
+        return; /* a fixed RC_TIMEOUT */
+    }
+    ep->rtt.state = UCT_SYNCMEM_RTT_IDLE;
+    if (ep->rtt.backoff < uct_syncmem_rto_backoff_max(&iface->rto.est)) {
+        ++ep->rtt.backoff;
+    }
+    ucs_diag("syncmem: ep %p to iface 0x%" PRIx64 ": %s: RC timeout of its"
+             " next QP 4.096us*2^%u (%.1f ms: the estimate doubled %u"
+             " times)", ep, ep->cm.peer_iface_id, why,
+             uct_syncmem_ep_rc_timeout(iface, ep),
+             uct_syncmem_rto_exp_sec(uct_syncmem_ep_rc_timeout(iface, ep)) *
+             1e3, ep->rtt.backoff);
+}
+
+void uct_syncmem_ep_rtt_failed(uct_syncmem_iface_t *iface,
+                               uct_syncmem_ep_t *ep, const struct ibv_wc *wc)
+{
+    if (wc->status == IBV_WC_RETRY_EXC_ERR) {
+        uct_syncmem_ep_rtt_backoff(iface, ep, "RC retries exceeded");
+    } else if (ep->rtt.state == UCT_SYNCMEM_RTT_PENDING) {
+        /* the request timed may be posted again: its time is not one */
+        ep->rtt.state = UCT_SYNCMEM_RTT_IDLE;
     }
 }

@@ -323,11 +323,6 @@ void uct_syncmem_iface_port_events(uct_syncmem_iface_t *iface);
 void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface);
 ucs_status_t uct_syncmem_watchdog_init(uct_syncmem_iface_t *iface);
 void uct_syncmem_watchdog_cleanup(uct_syncmem_iface_t *iface);
-/* RC_TIMEOUT=auto: ep's timed request completed (its round trip is a
- * sample), or one of its requests failed (a retry exceeded backs off) */
-void uct_syncmem_ep_rtt_done(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep);
-void uct_syncmem_ep_rtt_failed(uct_syncmem_iface_t *iface,
-                               uct_syncmem_ep_t *ep, const struct ibv_wc *wc);
 
 /* syncmem_verify.c: UCX_SYNCMEM_VERIFY=crc */
 extern const char *uct_syncmem_verify_names[];

@@ -345,6 +345,7 @@ static ucs_status_t uct_syncmem_ep_act(uct_syncmem_ep_t *ep,
 
     switch (act) {
     case UCT_SYNCMEM_EP_ACT_CONNECT:
+        uct_syncmem_ep_rtt_handshake(iface, ep);
         ep->rtt.exp = uct_syncmem_ep_rc_timeout(iface, ep);
         status      = uct_syncmem_qp_connect(iface, ep->qp, &ep->cm.peer,
                                              ep->cm.peer_rc_qpn, ep->rtt.exp);

@@ -81,8 +81,14 @@ int uct_syncmem_rto_sample(uct_syncmem_rto_t *rto, double rtt)
         rto->srtt   = 0.875 * rto->srtt + 0.125 * rtt;
     }
 
-    /* most samples move neither way: two compares, no log2 */
+    /* most samples move neither way: two compares, no log2; the first
+     * replaces the initial exponent, which nothing measured */
     value = uct_syncmem_rto_value(rto);
+    if (rto->samples == 1) {
+        rto->exp = uct_syncmem_rto_clamp(rto,
+                                         uct_syncmem_rto_steps(value));
+        return rto->exp != old;
+    }
     if ((value <= uct_syncmem_rto_exp_sec(rto->exp)) &&
         ((rto->exp <= rto->exp_min) ||
          (value > uct_syncmem_rto_exp_sec(rto->exp - 2)))) {
@@ -92,8 +98,9 @@ int uct_syncmem_rto_sample(uct_syncmem_rto_t *rto, double rtt)
     if (steps > rto->exp) {
         rto->exp = uct_syncmem_rto_clamp(rto, steps);
     } else if (steps + 1 < rto->exp) {
-        /* fits twice in the step below: one step above what it needs */
-        rto->exp = uct_syncmem_rto_clamp(rto, steps + 1);
+        /* fits twice in the step below: to the step it needs (rising back
+         * takes twice the timeout that brought it here) */
+        rto->exp = uct_syncmem_rto_clamp(rto, steps);
     }
     return rto->exp != old;
 }

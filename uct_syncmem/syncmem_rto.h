@@ -62,10 +62,10 @@ void uct_syncmem_rto_init(uct_syncmem_rto_t *rto, uint8_t exp_min,
  * A round trip (seconds) measured: SRTT and RTTVAR as RFC 6298 2.2 and 2.3
  * (the first sets SRTT to it, RTTVAR to half of it; then RTTVAR takes a
  * quarter of |SRTT - R| and SRTT an eighth of R). The exponent follows the
- * timeout SRTT + K * RTTVAR: up as soon as that needs a longer step, down
- * only once it fits twice in the step below (no back and forth at a step's
- * edge: each change costs a modify of every QP that samples). Answers 1
- * when the exponent changed.
+ * timeout SRTT + K * RTTVAR: the first sets it, then up as soon as that
+ * needs a longer step, down (to the step it needs) only once it fits twice
+ * in the step below (no back and forth at a step's edge: each change costs
+ * a modify of every QP that samples). Answers 1 when the exponent changed.
  */
 int uct_syncmem_rto_sample(uct_syncmem_rto_t *rto, double rtt);
 

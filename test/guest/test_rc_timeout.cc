@@ -7,6 +7,7 @@
 extern "C" {
 #include "uct_syncmem/syncmem_ep.h"
 #include "uct_syncmem/syncmem_rto.h"
+#include "uct_syncmem/syncmem_qp.h"
 }
 
 #include <cstring>
@@ -65,60 +66,95 @@ protected:
     }
 };
 
-// The default: the first QP gets the old fixed 67 ms (no sample yet); the
-// round trips a quiet guest measures (well under a millisecond) take the
-// estimate to its lower bound; the QP then holds that where the kernel
-// changes a connected QP's timeout, and keeps what it had where it
-// refuses. Which kernel does which (syncmem_watchdog.c): Soft-RoCE refuses
-// on Linux 6.1 (ib_modify_qp_is_ok has no IB_QP_TIMEOUT for RTS to RTS)
-// and takes it on 6.12.
+// The default: the handshake's round trip is the first sample, and the
+// first QP holds what it gave; round trips on a quiet guest (well under a
+// millisecond on 6.1, a few on 6.12) take the estimate to its lower
+// bound, and the QP with it where the kernel allows. Then a slow round trip (half a second: a busy host) raises it,
+// and the QP follows at its next sample where the kernel changes a
+// connected QP's timeout, and keeps what it had where it refuses; quiet
+// round trips bring it back down. A new QP starts from the estimate.
 TEST_F(syncmem_rc_timeout_test, auto_measures_and_programs_the_qp)
 {
-    uct_syncmem_iface_t *iface = sender();
+    uct_syncmem_iface_t *iface   = sender();
+    const uct_syncmem_rto_t *est = &iface->rto.est;
 
     ASSERT_TRUE(iface->rto.adaptive);
-    EXPECT_EQ(UCT_SYNCMEM_RTO_EXP_INIT, ep()->rtt.exp);
-    EXPECT_EQ(UCT_SYNCMEM_RTO_EXP_INIT, qp_timeout(ep()->qp));
-
-    ASSERT_NO_FATAL_FAILURE(round_trips(200));
-
-    const uct_syncmem_rto_t *est = &iface->rto.est;
-    EXPECT_GT(est->samples, 100u);
+    EXPECT_EQ(1u, est->samples); // the handshake
     EXPECT_GE(est->exp, UCT_SYNCMEM_RTO_EXP_MIN);
     EXPECT_LE(est->exp, UCT_SYNCMEM_RTO_EXP_MAX);
-    EXPECT_EQ(0, ep()->rtt.backoff);
-    // a quiet guest: the smoothed round trip is far below the 67 ms it
-    // started with
-    EXPECT_LT(est->srtt, 0.067);
+    EXPECT_EQ(est->exp, ep()->rtt.exp);
+    EXPECT_EQ(est->exp, qp_timeout(ep()->qp));
+    double handshake = est->last;
+    int connected    = ep()->rtt.exp;
 
-    std::string release = kernel_release();
-    int held            = qp_timeout(ep()->qp);
-    printf("SYNCMEM-MEASURE rc_timeout auto: kernel %s: %lu samples, SRTT"
-           " %.3f ms, RTTVAR %.3f ms, exponent %u (%.1f ms); the QP holds"
-           " 2^%d: a connected QP's timeout is %s\n", release.c_str(),
+    ASSERT_NO_FATAL_FAILURE(round_trips(200));
+    EXPECT_GT(est->samples, 100u);
+    EXPECT_EQ(UCT_SYNCMEM_RTO_EXP_MIN, est->exp);
+    EXPECT_EQ(0, ep()->rtt.backoff);
+    EXPECT_LT(est->srtt, 0.067);
+    EXPECT_EQ(ep()->rtt.exp, qp_timeout(ep()->qp));
+    printf("SYNCMEM-MEASURE rc_timeout auto: kernel %s: handshake %.3f ms,"
+           " then %lu samples: SRTT %.3f ms, RTTVAR %.3f ms, exponent %u"
+           " (%.1f ms)\n", kernel_release().c_str(), handshake * 1e3,
            (unsigned long)est->samples, est->srtt * 1e3, est->rttvar * 1e3,
-           est->exp, uct_syncmem_rto_exp_sec(est->exp) * 1e3, held,
-           iface->rto.rts_modify ? "changed in RTS" :
-                                   "kept (the kernel refuses IB_QP_TIMEOUT"
-                                   " in RTS)");
+           est->exp, uct_syncmem_rto_exp_sec(est->exp) * 1e3);
+
+    // a busy moment
+    uct_syncmem_rto_sample(&iface->rto.est, 0.5);
+    uint8_t busy = est->exp;
+    EXPECT_GT(busy, UCT_SYNCMEM_RTO_EXP_MIN + 2);
+    ASSERT_NO_FATAL_FAILURE(round_trips(1));
+    int held = qp_timeout(ep()->qp);
     EXPECT_EQ(ep()->rtt.exp, held);
     if (iface->rto.rts_modify) {
         EXPECT_EQ(uct_syncmem_ep_rc_timeout(iface, ep()), held);
+        EXPECT_GT(held, UCT_SYNCMEM_RTO_EXP_MIN);
     } else {
-        EXPECT_EQ(UCT_SYNCMEM_RTO_EXP_INIT, held);
+        EXPECT_EQ(connected, held); // what it was connected with
     }
-    if (starts_with(release, "6.1.")) {
-        EXPECT_FALSE(iface->rto.rts_modify) << release;
-    } else if (starts_with(release, "6.12.")) {
-        EXPECT_TRUE(iface->rto.rts_modify) << release;
-    }
-
-    // a new endpoint's QP starts from the estimate
     uct_ep_h second = connect(m_sender, m_receiver);
     ASSERT_NE(nullptr, second);
     uct_syncmem_ep_t *sep = ucs_derived_of(second, uct_syncmem_ep_t);
-    EXPECT_EQ(est->exp, sep->rtt.exp);
-    EXPECT_EQ(est->exp, qp_timeout(sep->qp));
+    EXPECT_EQ(sep->rtt.exp, qp_timeout(sep->qp));
+    EXPECT_GE(sep->rtt.exp, UCT_SYNCMEM_RTO_EXP_MIN + 2);
+
+    // quiet again: back to the lower bound, and so is the QP where the
+    // kernel allows it
+    ASSERT_NO_FATAL_FAILURE(round_trips(200));
+    EXPECT_EQ(UCT_SYNCMEM_RTO_EXP_MIN, est->exp);
+    EXPECT_EQ(iface->rto.rts_modify ? UCT_SYNCMEM_RTO_EXP_MIN : connected,
+              qp_timeout(ep()->qp));
+    printf("SYNCMEM-MEASURE rc_timeout auto: after a 0.5 s sample 2^%u, the"
+           " QP held 2^%d: a connected QP's timeout is %s\n", busy, held,
+           iface->rto.rts_modify ? "changed in RTS" :
+                                   "kept (the kernel refuses IB_QP_TIMEOUT"
+                                   " in RTS)");
+}
+
+// Which kernels change a connected QP's RC timeout (ibv_modify_qp with
+// IBV_QP_TIMEOUT alone, in RTS): Soft-RoCE on Linux 6.1 refuses
+// (ib_modify_qp_is_ok has no IB_QP_TIMEOUT for RTS to RTS, and rxe checks
+// every modify against it), 6.12 takes it (rxe checks the table only when
+// the state is in the mask). syncmem_ep_tx.c relies on the refusal being
+// an error, not a silent no-op.
+TEST_F(syncmem_rc_timeout_test, which_kernels_change_a_connected_qps_timeout)
+{
+    std::string release = kernel_release();
+    int before          = qp_timeout(ep()->qp);
+    int ret             = uct_syncmem_qp_set_timeout(ep()->qp, 16);
+    int after           = qp_timeout(ep()->qp);
+
+    printf("SYNCMEM-MEASURE rc_timeout rts_modify: kernel %s: %s (the QP"
+           " holds 2^%d, was 2^%d)\n", release.c_str(),
+           ret ? strerror(ret) : "taken", after, before);
+    EXPECT_EQ(ret ? before : 16, after);
+    if (starts_with(release, "6.1.")) {
+        EXPECT_EQ(EINVAL, ret) << release;
+    } else if (starts_with(release, "6.12.")) {
+        EXPECT_EQ(0, ret) << release;
+    }
+    // the QP still works at its new timeout (or its old one)
+    ASSERT_NO_FATAL_FAILURE(round_trips(10));
 }
 
 class syncmem_rc_timeout_fixed_test : public syncmem_rc_timeout_test {

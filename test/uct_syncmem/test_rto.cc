@@ -91,6 +91,22 @@ TEST(rto, bounds)
     EXPECT_EQ(12, rto.exp);
 }
 
+// The first sample sets the exponent from the timeout it gives (SRTT + 4 *
+// RTTVAR = 3 times it), one step below the initial one too: the initial
+// one was not measured, and the step-edge rule is for measured ones.
+TEST(rto, first_sample_sets_the_exponent)
+{
+    uct_syncmem_rto_t rto = fresh();
+
+    // 8.4 ms (a handshake on 6.1): 25 ms, 2^13
+    EXPECT_EQ(1, uct_syncmem_rto_sample(&rto, 0.0084));
+    EXPECT_EQ(13, rto.exp);
+
+    rto = fresh();
+    EXPECT_EQ(1, uct_syncmem_rto_sample(&rto, 0.2)); // 0.6 s: 2^18
+    EXPECT_EQ(18, rto.exp);
+}
+
 // A quiet link (Soft-RoCE on an idle host: ~100 us, a little jitter): the
 // first sample takes the exponent from the old default down to the lower
 // bound, and it stays there without a change.
@@ -203,7 +219,8 @@ TEST(rto, flap_recovers_after_backoff)
 // At a step's edge the exponent does not go back and forth with the load:
 // round trips that take the timeout just under and just over the 2^15
 // step's time, in turns, leave it at the longer's step; it comes
-// down only once the timeout fits twice in the step below.
+// down only once the timeout fits twice in the step below, then to the step
+// it needs.
 TEST(rto, no_flutter_at_a_step_edge)
 {
     uct_syncmem_rto_t rto = fresh();
@@ -216,8 +233,9 @@ TEST(rto, no_flutter_at_a_step_edge)
         changes += feed(&rto, edge * 0.9, 0, 40);
         changes += feed(&rto, edge * 1.1, 0, 40);
     }
-    EXPECT_LE(changes, 1u); /* the first sample's step given back */
+    EXPECT_LE(changes, 2u); /* the first sample's steps given back */
     EXPECT_EQ(16, rto.exp);
+    // less than half: down (the drop's variance first takes it up one)
     feed(&rto, edge * 0.45, 0, 100);
-    EXPECT_EQ(15, rto.exp);
+    EXPECT_LT(rto.exp, 16);
 }
