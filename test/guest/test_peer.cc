@@ -295,15 +295,6 @@ protected:
         if (expect_retries >= 0) {
             EXPECT_EQ(expect_retries, si->config.rc_retry_count);
         }
-        double window = 4.096e-6 * (1ull << si->config.rc_timeout) *
-                        (si->config.rc_retry_count + 1);
-        // rxe's retransmit timer may fire a timeout late (it is pushed back,
-        // not reset), the handshake's last REQ waits CM_TIMEOUT, and the
-        // watchdog looks every quarter of its time: twice the window, one
-        // CM_TIMEOUT, and 2 s for an emulated guest
-        double bound = 2 * window +
-                       ucs_time_to_sec(si->config.reconnect_timeout) +
-                       ucs_time_to_sec(si->config.cm_timeout) + 2.0;
         ASSERT_LT(si->config.rc_retry_count, 8u);
 
         peer_proc *peer = start_peer();
@@ -314,6 +305,19 @@ protected:
         ASSERT_TRUE(wait_for("the handshake with the peer", [&] {
             return !uct_syncmem_ep_connecting(ep);
         }));
+        // the QP's own timeout: with RC_TIMEOUT=auto what the handshake
+        // measured (where the kernel changes a connected QP's, the puts'
+        // round trips may move it; none is as slow as the handshake)
+        unsigned exp  = ucs_derived_of(ep, uct_syncmem_ep_t)->rtt.exp;
+        double window = 4.096e-6 * (1ull << exp) *
+                        (si->config.rc_retry_count + 1);
+        // rxe's retransmit timer may fire a timeout late (it is pushed back,
+        // not reset), the handshake's last REQ waits CM_TIMEOUT, and the
+        // watchdog looks every quarter of its time: twice the window, one
+        // CM_TIMEOUT, and 2 s for an emulated guest
+        double bound = 2 * window +
+                       ucs_time_to_sec(si->config.reconnect_timeout) +
+                       ucs_time_to_sec(si->config.cm_timeout) + 2.0;
         uct_rkey_bundle_t rkey;
         ASSERT_EQ(UCS_OK, uct_rkey_unpack(m_component, peer->rkey.data(),
                                           &rkey));
@@ -351,7 +355,7 @@ protected:
         printf("SYNCMEM-MEASURE peer_killed %s: endpoint error after %.2f s"
                " (RC window %.3f s: timeout 4.096us*2^%u, %u retries;"
                " RECONNECT_TIMEOUT %.1f s; bound %.2f s)\n", what, took,
-               window, si->config.rc_timeout, si->config.rc_retry_count,
+               window, exp, si->config.rc_retry_count,
                ucs_time_to_sec(si->config.reconnect_timeout), bound);
         if (m_errors.empty()) {
             // past the bound: a failure; when it comes at all says why
