@@ -407,31 +407,39 @@ void uct_syncmem_ep_rtt_done(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 }
 
 /*
- * The handshake's round trip of a new endpoint, from its first REQ to the
- * REP that connects it (progress takes the REP): a sample before any
- * request, so that its first QP has a measured timeout (on a kernel that
- * keeps a connected QP's, for the QP's life). Longer than a request's (the
- * peer creates and connects a QP in between): the safe side. Not when the
- * REQ was sent again or answered BUSY (RFC 6298's Karn: which one did the
- * REP answer?), nor after a reconnect's (a failure before it).
+ * The handshake's round trip of an iface's first endpoint, from its first
+ * REQ to the REP that connects it (progress takes the REP): the first
+ * sample, so that the first QPs have a measured timeout before any request
+ * (on a kernel that keeps a connected QP's timeout, for the QP's life).
+ * It includes the peer creating and connecting a QP, work that no
+ * acknowledgement waits for (3 to 48 ms on the emulated guest, where a
+ * request's round trip is 0.03): an upper bound of the round trip. So it
+ * counts only where it shortens the timeout (the first sample's is 3
+ * times it: below the initial 67 ms), never to lengthen it: a dead link
+ * is found at least as fast as with the fixed 67 ms; only requests show
+ * that the round trip is longer. Not when the REQ was sent again or
+ * answered BUSY (Karn's rule: which one did the REP answer?).
  */
 void uct_syncmem_ep_rtt_handshake(uct_syncmem_iface_t *iface,
                                   uct_syncmem_ep_t *ep)
 {
     uint8_t old = iface->rto.est.exp;
-    ucs_time_t sent;
     double rtt;
 
-    if ((ep->rtt.state == UCT_SYNCMEM_RTT_OFF) || (ep->cm.gen != 0) ||
+    if ((ep->rtt.state == UCT_SYNCMEM_RTT_OFF) ||
+        (iface->rto.est.samples != 0) || (ep->cm.gen != 0) ||
         (ep->cm.retries_left != iface->config.cm_retries) ||
         (ep->cm.busy_left != iface->config.cm_retries *
                              UCT_SYNCMEM_CM_BUSY_FACTOR)) {
         return;
     }
-    sent = ep->cm.next_retry - iface->config.cm_timeout;
-    rtt  = ucs_time_to_sec(ucs_get_time() - sent);
-    if (uct_syncmem_ep_rtt_counts(iface, ep, rtt) && /* polls: since init */
-        uct_syncmem_rto_sample(&iface->rto.est, rtt)) {
+    rtt = ucs_time_to_sec(ucs_get_time() -
+                          (ep->cm.next_retry - iface->config.cm_timeout));
+    if ((UCT_SYNCMEM_RTO_K / 2 + 1) * rtt >
+        uct_syncmem_rto_exp_sec(UCT_SYNCMEM_RTO_EXP_INIT)) {
+        return;
+    }
+    if (uct_syncmem_rto_sample(&iface->rto.est, rtt)) {
         uct_syncmem_iface_rto_log(iface, old, "a handshake");
     }
 }

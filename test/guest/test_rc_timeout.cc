@@ -66,8 +66,8 @@ protected:
     }
 };
 
-// The default: the handshake's round trip is the first sample, and the
-// first QP holds what it gave; round trips on a quiet guest (well under a
+// The default: the handshake's round trip is the first sample where it
+// shortens the initial 67 ms, and the first QP holds what it gave; round trips on a quiet guest (well under a
 // millisecond on 6.1, a few on 6.12) take the estimate to its lower
 // bound, and the QP with it where the kernel allows. Then a slow round trip (half a second: a busy host) raises it,
 // and the QP follows at its next sample where the kernel changes a
@@ -79,9 +79,9 @@ TEST_F(syncmem_rc_timeout_test, auto_measures_and_programs_the_qp)
     const uct_syncmem_rto_t *est = &iface->rto.est;
 
     ASSERT_TRUE(iface->rto.adaptive);
-    EXPECT_EQ(1u, est->samples); // the handshake
+    EXPECT_LE(est->samples, 1u); // the handshake, if it was quick
     EXPECT_GE(est->exp, UCT_SYNCMEM_RTO_EXP_MIN);
-    EXPECT_LE(est->exp, UCT_SYNCMEM_RTO_EXP_MAX);
+    EXPECT_LE(est->exp, UCT_SYNCMEM_RTO_EXP_INIT); // never longer
     EXPECT_EQ(est->exp, ep()->rtt.exp);
     EXPECT_EQ(est->exp, qp_timeout(ep()->qp));
     double handshake = est->last;
