@@ -25,7 +25,7 @@ ucs_config_field_t uct_syncmem_rc_config_table[] = {
      "before retransmitting (rounded up to 4.096us * 2^N). 'auto' measures\n"
      "it: the round trips of the iface's requests smoothed, plus four times\n"
      "their variance (TCP's retransmission timeout, RFC 6298), between\n"
-     "16.8 ms and 2.1 s, 67 ms before the first; doubled for an endpoint's\n"
+     "67 ms (the fixed default before it) and 2.1 s; doubled for an endpoint's\n"
      "next QP each time its requests exceed their retries or stall, until\n"
      "they get through again. A QP takes it when it connects, and again\n"
      "while connected where the device allows it (the log says, at diag\n"

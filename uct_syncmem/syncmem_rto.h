@@ -16,15 +16,17 @@
 #define UCT_SYNCMEM_RTO_TICK       4.096e-6
 
 /*
- * 'auto' keeps the exponent within these: 16.8 ms (2^12) is four times
- * shorter than the fixed 67 ms it replaces, so that a dead link on a quiet
- * host is found sooner than before (7 tries on Soft-RoCE: 0.12 s), and long
- * enough that a software responder's scheduling hiccup (Soft-RoCE acks from
- * a softirq) of a few ms costs no retry; 2.1 s (2^19) is rc_verbs' 1 s
+ * 'auto' keeps the exponent within these. 67 ms (2^14), the fixed default
+ * it replaces, is the least: a dead link on a quiet host is found as fast
+ * as before (7 tries on Soft-RoCE: 0.47 s), never slower, and not faster
+ * either: with 16.8 ms (2^12), a sender waiting on RNR NAKs for seconds
+ * (a receiver that posted no buffers) had a request fail before its stall
+ * time on a busy emulated guest (Linux 6.12), most likely past its retries
+ * (doc/design.md), which 67 ms never did. 2.1 s (2^19) is rc_verbs' 1 s
  * doubled once, where 24 oversubscribed MPI ranks stopped retransmitting.
- * Before any sample a QP gets 67 ms (2^14), the old fixed default.
+ * Before any sample a QP gets the least.
  */
-#define UCT_SYNCMEM_RTO_EXP_MIN    12
+#define UCT_SYNCMEM_RTO_EXP_MIN    14
 #define UCT_SYNCMEM_RTO_EXP_MAX    19
 #define UCT_SYNCMEM_RTO_EXP_INIT   14
 

@@ -305,9 +305,9 @@ protected:
         ASSERT_TRUE(wait_for("the handshake with the peer", [&] {
             return !uct_syncmem_ep_connecting(ep);
         }));
-        // the QP's own timeout: with RC_TIMEOUT=auto at most the initial
-        // 67 ms (a quick handshake shortens it; where the kernel changes a
-        // connected QP's, the puts' round trips may move it)
+        // the QP's own timeout: with RC_TIMEOUT=auto 67 ms on a quiet host
+        // (where the kernel changes a connected QP's, the puts' round
+        // trips may raise it later)
         unsigned exp  = ucs_derived_of(ep, uct_syncmem_ep_t)->rtt.exp;
         double window = 4.096e-6 * (1ull << exp) *
                         (si->config.rc_retry_count + 1);

@@ -66,13 +66,13 @@ protected:
     }
 };
 
-// The default: the handshake's round trip is the first sample where it
-// shortens the initial 67 ms, and the first QP holds what it gave; round trips on a quiet guest (well under a
-// millisecond on 6.1, a few on 6.12) take the estimate to its lower
-// bound, and the QP with it where the kernel allows. Then a slow round trip (half a second: a busy host) raises it,
-// and the QP follows at its next sample where the kernel changes a
-// connected QP's timeout, and keeps what it had where it refuses; quiet
-// round trips bring it back down. A new QP starts from the estimate.
+// The default: the first QP holds the initial (and least) 67 ms; round
+// trips on a quiet guest (well under a millisecond) keep the estimate at
+// that lower bound. Then a slow round trip (half a second: a busy host)
+// raises it, and the QP follows at its next sample where the kernel
+// changes a connected QP's timeout, and keeps what it had where it
+// refuses; quiet round trips bring it back down. A new QP starts from the
+// estimate.
 TEST_F(syncmem_rc_timeout_test, auto_measures_and_programs_the_qp)
 {
     uct_syncmem_iface_t *iface   = sender();

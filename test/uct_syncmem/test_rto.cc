@@ -78,8 +78,8 @@ TEST(rto, bounds)
     feed(&rto, 1000.0, 0, 100);
     EXPECT_EQ(UCT_SYNCMEM_RTO_EXP_MAX, rto.exp);
 
-    // the bounds: 16.8 ms and 2.1 s
-    EXPECT_NEAR(0.0168, uct_syncmem_rto_exp_sec(UCT_SYNCMEM_RTO_EXP_MIN),
+    // the bounds: 67 ms (the old fixed default) and 2.1 s
+    EXPECT_NEAR(0.0671, uct_syncmem_rto_exp_sec(UCT_SYNCMEM_RTO_EXP_MIN),
                 0.0001);
     EXPECT_NEAR(2.147, uct_syncmem_rto_exp_sec(UCT_SYNCMEM_RTO_EXP_MAX),
                 0.001);
@@ -89,6 +89,11 @@ TEST(rto, bounds)
     EXPECT_EQ(19, rto.exp);
     uct_syncmem_rto_init(&rto, 12, 19, 3);
     EXPECT_EQ(12, rto.exp);
+    // a fixed value: nothing moves it
+    uct_syncmem_rto_init(&rto, 12, 12, 12);
+    feed(&rto, 1.0, 0, 10);
+    EXPECT_EQ(12, rto.exp);
+    EXPECT_EQ(12, uct_syncmem_rto_backoff_exp(&rto, 5));
 }
 
 // The first sample sets the exponent from the timeout it gives (SRTT + 4 *
@@ -96,8 +101,9 @@ TEST(rto, bounds)
 // one was not measured, and the step-edge rule is for measured ones.
 TEST(rto, first_sample_sets_the_exponent)
 {
-    uct_syncmem_rto_t rto = fresh();
+    uct_syncmem_rto_t rto;
 
+    uct_syncmem_rto_init(&rto, 10, 19, 14);
     // 8.4 ms (a handshake on 6.1): 25 ms, 2^13
     EXPECT_EQ(1, uct_syncmem_rto_sample(&rto, 0.0084));
     EXPECT_EQ(13, rto.exp);
@@ -108,13 +114,12 @@ TEST(rto, first_sample_sets_the_exponent)
 }
 
 // A quiet link (Soft-RoCE on an idle host: ~100 us, a little jitter): the
-// first sample takes the exponent from the old default down to the lower
-// bound, and it stays there without a change.
+// exponent stays at the lower bound, without a change.
 TEST(rto, quiet_link)
 {
     uct_syncmem_rto_t rto = fresh();
 
-    EXPECT_EQ(1, uct_syncmem_rto_sample(&rto, 100e-6));
+    uct_syncmem_rto_sample(&rto, 100e-6);
     EXPECT_EQ(UCT_SYNCMEM_RTO_EXP_MIN, rto.exp);
     EXPECT_EQ(0u, feed(&rto, 100e-6, 50e-6, 10000));
     EXPECT_EQ(UCT_SYNCMEM_RTO_EXP_MIN, rto.exp);
@@ -146,7 +151,7 @@ TEST(rto, busy_link_samples_growing)
         prev = rto.exp;
     }
     EXPECT_GE(uct_syncmem_rto_exp_sec(rto.exp), 0.3);
-    EXPECT_GT(changes, 3u);
+    EXPECT_GE(changes, 3u);
     EXPECT_LE(changes, (unsigned)(UCT_SYNCMEM_RTO_EXP_MAX -
                                   UCT_SYNCMEM_RTO_EXP_MIN));
 
