@@ -380,29 +380,6 @@ static ucs_mpool_ops_t uct_syncmem_op_mpool_ops = {
     .obj_str       = NULL
 };
 
-/* RC_TIMEOUT: a fixed exponent (exp_min == exp_max: nothing moves it), or
- * 'auto': measured within UCT_SYNCMEM_RTO_EXP_MIN..MAX, starting at
- * UCT_SYNCMEM_RTO_EXP_INIT (syncmem_rto.h). */
-static void uct_syncmem_iface_rto_init(uct_syncmem_iface_t *iface,
-                                       const uct_syncmem_iface_config_t *config)
-{
-    uint8_t exp;
-
-    iface->rto.adaptive   = (config->rc.timeout == UCS_TIME_AUTO);
-    iface->rto.rts_modify = 1;
-    iface->rto.polls      = 0;
-    if (iface->rto.adaptive) {
-        uct_syncmem_rto_init(&iface->rto.est, UCT_SYNCMEM_RTO_EXP_MIN,
-                             UCT_SYNCMEM_RTO_EXP_MAX,
-                             UCT_SYNCMEM_RTO_EXP_INIT);
-    } else {
-        exp = (config->rc.timeout == UCS_TIME_INFINITY) ? 31 :
-              uct_syncmem_rto_exp_of(ucs_time_to_sec(config->rc.timeout));
-        uct_syncmem_rto_init(&iface->rto.est, exp, exp, exp);
-    }
-    iface->config.rc_timeout = iface->rto.est.exp;
-}
-
 /* The operations made for how this iface keeps its requests
  * (UCT_SYNCMEM_TX_*; the ops table has those without a ring): a replay ring
  * when reconnecting or batching (syncmem_replay.c), and the doorbell when
@@ -424,26 +401,6 @@ static void uct_syncmem_iface_tx_ops(uct_syncmem_iface_t *iface)
         UCT_SYNCMEM_IFACE_TX_OPS(_ring)
     }
 #undef UCT_SYNCMEM_IFACE_TX_OPS
-}
-
-/* RC_STALL_TIMEOUT: 'auto' waits well past the time the HCA's own retries
- * take to report a dead link (uct_syncmem_iface_stall_auto, for each QP's
- * RC timeout); this is the least of it, for the check's interval. And
- * UCT_SYNCMEM_STALL_CALM times that while the port shows no link trouble
- * (uct_syncmem_ep_fsm_stall_time). */
-static ucs_time_t
-uct_syncmem_iface_stall_timeout(const uct_syncmem_iface_t *iface,
-                                const uct_syncmem_iface_config_t *config)
-{
-    if (config->stall_timeout != UCS_TIME_AUTO) {
-        return config->stall_timeout;
-    }
-    if (!config->reconnect) {
-        /* a stall would fail the endpoint, and a receiver that only stopped
-         * progressing for a while (RNR) stalls too: only when asked */
-        return UCS_TIME_INFINITY;
-    }
-    return uct_syncmem_iface_stall_auto(iface, iface->rto.est.exp_min);
 }
 
 /* What the device grants for our QP shape (inline size, SGEs): ask it by
@@ -599,8 +556,8 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
     self->config.stall_calm         = (config->stall_timeout == UCS_TIME_AUTO) ?
                                       UCT_SYNCMEM_STALL_CALM : 1;
     self->link_trouble              = 0;
-    uct_syncmem_iface_rto_init(self, config);
-    self->config.stall_timeout      = uct_syncmem_iface_stall_timeout(self,
+    uct_syncmem_watchdog_rto_init(self, config);
+    self->config.stall_timeout      = uct_syncmem_watchdog_stall_timeout(self,
                                                                       config);
     self->config.stall_auto         = (config->stall_timeout ==
                                        UCS_TIME_AUTO) &&

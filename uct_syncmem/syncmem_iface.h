@@ -323,6 +323,12 @@ void uct_syncmem_iface_port_events(uct_syncmem_iface_t *iface);
 void uct_syncmem_iface_check_deadlines(uct_syncmem_iface_t *iface);
 ucs_status_t uct_syncmem_watchdog_init(uct_syncmem_iface_t *iface);
 void uct_syncmem_watchdog_cleanup(uct_syncmem_iface_t *iface);
+/* RC_TIMEOUT and RC_STALL_TIMEOUT from the config, at iface init */
+void uct_syncmem_watchdog_rto_init(uct_syncmem_iface_t *iface,
+                                   const uct_syncmem_iface_config_t *config);
+ucs_time_t
+uct_syncmem_watchdog_stall_timeout(const uct_syncmem_iface_t *iface,
+                                   const uct_syncmem_iface_config_t *config);
 
 /* syncmem_verify.c: UCX_SYNCMEM_VERIFY=crc */
 extern const char *uct_syncmem_verify_names[];

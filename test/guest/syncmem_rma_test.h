@@ -6,6 +6,8 @@
 
 #include "syncmem_test.h"
 
+#include <uct/api/v2/uct_v2.h>
+
 #include <cstring>
 
 // What a word holds after atomic op (uct_atomic_op_t, or CSWAP) with value
@@ -79,6 +81,48 @@ protected:
 
     void progress() {
         uct_worker_progress(m_worker);
+    }
+
+    // mkey_pack with flags (UCT_MD_MKEY_PACK_FLAG_INVALIDATE: a key of the
+    // handle's own), unpacked; the caller releases it.
+    uct_rkey_bundle_t pack_rkey(uct_mem_h memh, unsigned flags) {
+        uct_md_mkey_pack_params_t params = {};
+        params.field_mask = UCT_MD_MKEY_PACK_FIELD_FLAGS;
+        params.flags      = flags;
+        std::vector<uint8_t> packed(64);
+        uct_rkey_bundle_t rkey = {};
+        EXPECT_EQ(UCS_OK, uct_md_mkey_pack_v2(m_md, memh, &params,
+                                              packed.data()));
+        EXPECT_EQ(UCS_OK, uct_rkey_unpack(m_component, packed.data(), &rkey));
+        return rkey;
+    }
+
+    // mem_dereg with FLAG_INVALIDATE: how often its completion was called,
+    // once it was (bounded) and after rounds of progress more; 0 on failure.
+    int dereg_invalidate(uct_mem_h memh, unsigned rounds = 0) {
+        struct counted {
+            uct_completion_t comp;
+            int              calls;
+        } c = {{[](uct_completion_t *comp) {
+                   ucs_container_of(comp, counted, comp)->calls++;
+               }, 1, UCS_OK}, 0};
+        uct_md_mem_dereg_params_t params = {};
+        params.field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH |
+                            UCT_MD_MEM_DEREG_FIELD_FLAGS |
+                            UCT_MD_MEM_DEREG_FIELD_COMPLETION;
+        params.memh       = memh;
+        params.flags      = UCT_MD_MEM_DEREG_FLAG_INVALIDATE;
+        params.comp       = &c.comp;
+        EXPECT_EQ(UCS_OK, uct_md_mem_dereg_v2(m_md, &params));
+        EXPECT_TRUE(wait_for("the invalidation's completion", [&] {
+            progress();
+            return c.calls > 0;
+        }));
+        for (unsigned i = 0; i < rounds; ++i) {
+            progress();
+        }
+        EXPECT_EQ(UCS_OK, c.comp.status);
+        return c.calls;
     }
 
     // Retries op while it answers NO_RESOURCE, progressing in between;

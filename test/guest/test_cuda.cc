@@ -447,18 +447,6 @@ TEST_F(syncmem_cuda_cache_test, a_key_for_invalidation_is_its_handles_own)
     ASSERT_EQ(UCS_OK, reg(m_md, 100, 64, &sibling));
     ASSERT_EQ(r(victim), r(sibling));
 
-    auto pack = [&](uct_mem_h memh, unsigned flags) {
-        uct_md_mkey_pack_params_t params = {};
-        params.field_mask = UCT_MD_MKEY_PACK_FIELD_FLAGS;
-        params.flags      = flags;
-        std::vector<uint8_t> packed(64);
-        uct_rkey_bundle_t rkey = {};
-        EXPECT_EQ(UCS_OK, uct_md_mkey_pack_v2(m_md, memh, &params,
-                                              packed.data()));
-        EXPECT_EQ(UCS_OK, uct_rkey_unpack(m_component, packed.data(),
-                                          &rkey));
-        return rkey;
-    };
     auto put = [&](uct_ep_h ep, uct_rkey_t rkey, uint64_t v) {
         ucs_status_t status = retry([&] {
             return uct_ep_put_short(ep, &v, 8, m_base + 100, rkey);
@@ -475,25 +463,14 @@ TEST_F(syncmem_cuda_cache_test, a_key_for_invalidation_is_its_handles_own)
         return status;
     };
 
-    uct_rkey_bundle_t own    = pack(victim, UCT_MD_MKEY_PACK_FLAG_INVALIDATE);
-    uct_rkey_bundle_t shared = pack(sibling, 0);
+    uct_rkey_bundle_t own    = pack_rkey(victim,
+                                         UCT_MD_MKEY_PACK_FLAG_INVALIDATE);
+    uct_rkey_bundle_t shared = pack_rkey(sibling, 0);
     EXPECT_NE(own.rkey, shared.rkey);
     EXPECT_EQ(UCS_OK, put(m_ep, own.rkey, 0x1111));
     EXPECT_EQ(0x1111u, *(uint64_t*)(m_base + 100));
 
-    struct counted { uct_completion_t comp; int calls; } c =
-            {{[](uct_completion_t *comp) {
-                ucs_container_of(comp, counted, comp)->calls++;
-            }, 1, UCS_OK}, 0};
-    uct_md_mem_dereg_params_t params = {};
-    params.field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH |
-                        UCT_MD_MEM_DEREG_FIELD_FLAGS |
-                        UCT_MD_MEM_DEREG_FIELD_COMPLETION;
-    params.memh       = victim;
-    params.flags      = UCT_MD_MEM_DEREG_FLAG_INVALIDATE;
-    params.comp       = &c.comp;
-    ASSERT_EQ(UCS_OK, uct_md_mem_dereg_v2(m_md, &params));
-    EXPECT_EQ(1, c.calls);
+    EXPECT_EQ(1, dereg_invalidate(victim));
     EXPECT_EQ(0, cuda_released.load()) << "the sibling's registration went";
 
     uct_ep_h ep = connect(m_sender, m_receiver);

@@ -58,42 +58,14 @@ protected:
     }
 
     uct_rkey_bundle_t pack(uct_mem_h memh, unsigned flags) {
-        uct_md_mkey_pack_params_t params = {};
-        params.field_mask = UCT_MD_MKEY_PACK_FIELD_FLAGS;
-        params.flags      = flags;
-        std::vector<uint8_t> packed(64);
-        uct_rkey_bundle_t rkey = {};
-        EXPECT_EQ(UCS_OK, uct_md_mkey_pack_v2(m_md, memh, &params,
-                                              packed.data()));
-        EXPECT_EQ(UCS_OK, uct_rkey_unpack(m_component, packed.data(), &rkey));
-        m_rkeys.push_back(rkey);
-        return rkey;
+        m_rkeys.push_back(pack_rkey(memh, flags));
+        return m_rkeys.back();
     }
 
-    // mem_dereg with FLAG_INVALIDATE: the completion is called once, and
-    // by the time the call returns or at the latest after progress.
+    // The completion is called once, by the time the call returns or at the
+    // latest after progress.
     void dereg_invalidate(uct_mem_h memh) {
-        struct counted {
-            uct_completion_t comp;
-            int              calls;
-        } c = {{[](uct_completion_t *comp) {
-                   ucs_container_of(comp, counted, comp)->calls++;
-               }, 1, UCS_OK}, 0};
-        uct_md_mem_dereg_params_t params = {};
-        params.field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH |
-                            UCT_MD_MEM_DEREG_FIELD_FLAGS |
-                            UCT_MD_MEM_DEREG_FIELD_COMPLETION;
-        params.memh       = memh;
-        params.flags      = UCT_MD_MEM_DEREG_FLAG_INVALIDATE;
-        params.comp       = &c.comp;
-        ASSERT_EQ(UCS_OK, uct_md_mem_dereg_v2(m_md, &params));
-        ASSERT_TRUE(wait_for("the invalidation's completion",
-                             [&] { return c.calls > 0; }));
-        for (int i = 0; i < 100; ++i) {
-            progress();
-        }
-        EXPECT_EQ(1, c.calls);
-        EXPECT_EQ(UCS_OK, c.comp.status);
+        EXPECT_EQ(1, syncmem_refused_test::dereg_invalidate(memh, 100));
     }
 
     // A put and a get of 8 bytes at offset through rkey, on m_ep.
