@@ -43,6 +43,8 @@ typedef struct uct_syncmem_replay_lost {
  * (syncmem_reconnect.c). */
 typedef struct uct_syncmem_reconnect {
     struct ibv_qp    *old_qp;       /* broken, until its flushes are in */
+    const char       *no_resume;    /* why this generation's REQ does not
+                                       ask to resume (the log's), or NULL */
     uint16_t         fail_sn;       /* first request of unknown outcome */
     uint16_t         old_last_sn;   /* last request posted on old_qp */
     uint32_t         old_peer_qpn;  /* the passive QP old_qp talked to */

@@ -149,7 +149,8 @@ static ucs_status_t uct_syncmem_reconnect_start(uct_syncmem_ep_t *ep,
     } else {
         why = uct_syncmem_replay_resume_risk(ep, sn, ep->reconnect.old_last_sn);
     }
-    ep->reconnect.resume = (why == NULL);
+    ep->reconnect.resume    = (why == NULL);
+    ep->reconnect.no_resume = why;
     uct_syncmem_qp_query(ep->qp, &ep->reconnect.old_rq_psn);
 
     allowed = ep->reconnect.deadline - ep->reconnect.started;
@@ -304,7 +305,8 @@ static ucs_status_t uct_syncmem_reconnect_restart(uct_syncmem_ep_t *ep)
     ucs_diag("syncmem: ep %p: connecting to iface 0x%" PRIx64 " after its"
              " answer failed; asking again for a new QP", ep,
              ep->cm.peer_iface_id);
-    ep->reconnect.resume   = 0;
+    ep->reconnect.resume    = 0;
+    ep->reconnect.no_resume = "the answer to the first REQ failed";
     /* the spare may have sent them to the peer: none is surely unrun */
     ep->reconnect.unrun_sn = ep->tx.sn + 1;
     uct_syncmem_cm_reconnect(ep);

@@ -20,6 +20,7 @@ extern "C" {
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -342,6 +343,7 @@ protected:
         post_some(4);
         ASSERT_TRUE(wait_reconnected(gen)) << "first reconnect: " << ep_state();
         *resumed = (qpn == sep()->qp->qp_num);
+        note_no_resume(*resumed);
         for (unsigned i = 0; i < delay; ++i) {
             progress();
         }
@@ -350,6 +352,7 @@ protected:
         ASSERT_EQ(UCS_OK, uct_syncmem_ep_inject_qp_error(m_ep));
         post_some(20);
         ASSERT_TRUE(wait_reconnected(gen)) << "second reconnect: " << ep_state();
+        note_no_resume(qpn == sep()->qp->qp_num);
         if (again != nullptr) {
             *again = sep()->reconnect.resumed_once &&
                      (sep()->reconnect.resumed_sn == sep()->reconnect.fail_sn);
@@ -361,6 +364,15 @@ protected:
         ASSERT_TRUE((status == UCS_OK) ||
                     (!*resumed && (status == UCS_ERR_CONNECTION_RESET)))
                 << ucs_status_string(status);
+    }
+
+    // After a reconnect: why it took a new QP, if it did (m_no_resume).
+    void note_no_resume(bool resumed) {
+        if (resumed) {
+            return;
+        }
+        const char *why = sep()->reconnect.no_resume;
+        m_no_resume.push_back(why ? why : "the peer did not keep its QP");
     }
 
     // Progresses (bounded) until the endpoint is connected again after
@@ -580,6 +592,7 @@ protected:
     size_t m_cursor      = 0;
     uint64_t m_last_swap = 0;
     bool m_resumed_only  = true; // every reconnect kept the QP pair
+    std::vector<std::string> m_no_resume; // why others did not (the log's)
     bool m_gets          = true; // the workload has gets (wanted)
     bool m_atomics       = true; // ...atomics
     bool m_others        = true; // ...puts and active messages

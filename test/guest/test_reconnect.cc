@@ -14,9 +14,12 @@
 // every size class in flight, fenced; then with atomics only (answered from
 // the peer's responder resources). Both reconnects resume (no get, nor an
 // atomic after a put or send, is in flight) unless the second failure comes
-// at the request the resume started from (then a new QP, by design); every
-// operation succeeds exactly once, or, an atomic of unknown outcome on a new
-// QP, fails.
+// at the request the resume started from (then a new QP, by design), or,
+// with atomics only, an empty write is in flight before an atomic (a
+// fence's after an unsignalled atomic, or the watchdog's: a write all the
+// same, whose duplicate's plain ACK Soft-RoCE may take for the atomic's
+// reply, uct_syncmem_replay_resume_risk); every operation succeeds exactly
+// once, or, an atomic of unknown outcome on a new QP, fails.
 class syncmem_reconnect_resume_test
     : public syncmem_reconnect_test,
       public ::testing::WithParamInterface<bool> {
@@ -35,6 +38,9 @@ protected:
 TEST_P(syncmem_reconnect_resume_test, second_failure_right_after_a_resume)
 {
     const unsigned delays[] = { 0, 1, 2, 3, 5, 8, 13, 21, 34, 0, 1, 2 };
+    const std::string empty_write = "an atomic of unknown outcome after a"
+                                    " put or send";
+    unsigned both_resumed         = 0;
 
     m_gets    = false;
     m_atomics = GetParam();
@@ -44,9 +50,16 @@ TEST_P(syncmem_reconnect_resume_test, second_failure_right_after_a_resume)
     for (unsigned delay : delays) {
         SCOPED_TRACE("delay " + std::to_string(delay));
         bool resumed, again;
+        m_no_resume.clear();
         fail_twice(delay, &resumed, &again);
-        EXPECT_TRUE(resumed || again) << "a new QP, with no get in flight";
+        both_resumed += resumed;
+        for (const std::string &why : m_no_resume) {
+            EXPECT_TRUE(again || (GetParam() && (why == empty_write)))
+                    << "a new QP, with no get in flight: " << why;
+        }
     }
+    // (an empty write in flight is the exception: 1 round in 30 on 6.12)
+    EXPECT_GE(both_resumed, 6u) << "of " << ucs_static_array_size(delays);
     check_all();
     printf("%zu operations, %u reconnects\n", m_ops.size(),
            uct_syncmem_ep_reconnects(m_ep));
