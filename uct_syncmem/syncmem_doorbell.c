@@ -21,7 +21,8 @@ void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
 }
 
 /* The doorbell's decisions for a request just kept, when the test inlined
- * in uct_syncmem_ep_keep says one may be due (and for each request
+ * in uct_syncmem_ep_keep says one may be due or it is to be timed
+ * (RC_TIMEOUT=auto), and for each request
  * uct_syncmem_ep_keep_any keeps): the first kept of a batch
  * joins the iface's list; a full batch, endpoint or CQ, or an armed iface,
  * rings. UCS_OK: the request is taken (a chain the device refuses fails
@@ -30,6 +31,9 @@ void uct_syncmem_ep_ring(uct_syncmem_ep_t *ep)
 ucs_status_t uct_syncmem_ep_keep_slow(uct_syncmem_iface_t *iface,
                                       uct_syncmem_ep_t *ep)
 {
+    if (ep->rtt.skip == 0) {
+        uct_syncmem_ep_rtt_post(ep); /* timed from when it is kept */
+    }
     if (ucs_list_is_empty(&ep->db_list)) {
         /* the first kept: all before it are on the device */
         ep->tx.rung_sn = ep->tx.sn - 1;

@@ -27,9 +27,11 @@ void uct_syncmem_ep_amo_done(uct_syncmem_ep_t *ep);
 void uct_syncmem_ep_fence_hold(uct_syncmem_ep_t *ep, int hold);
 void uct_syncmem_ep_fence_check(uct_syncmem_ep_t *ep);
 void uct_syncmem_ep_fence_start(uct_syncmem_ep_t *ep);
-/* RC_TIMEOUT=auto: ep's timed request completed (its round trip is a
+/* RC_TIMEOUT=auto: ep's count of signalled requests ran out (time the one
+ * just posted?), its timed request completed (its round trip is a
  * sample), one of its requests failed (a retry exceeded backs off), it
  * stalled (backs off too), its first handshake answered (a sample) */
+ucs_status_t uct_syncmem_ep_rtt_post(uct_syncmem_ep_t *ep);
 void uct_syncmem_ep_rtt_done(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep);
 void uct_syncmem_ep_rtt_failed(uct_syncmem_iface_t *iface,
                                uct_syncmem_ep_t *ep, const struct ibv_wc *wc);

@@ -82,20 +82,33 @@ typedef struct uct_syncmem_ep_watchdog {
 } uct_syncmem_ep_watchdog_t;
 
 /* RC_TIMEOUT=auto: an endpoint's round-trip sample (one signalled request
- * at a time, from its post to its completion), the doublings of its QP's
- * RC timeout since its requests last got through, and the exponent its QP
- * has. syncmem_watchdog.c. */
+ * in UCT_SYNCMEM_RTT_EVERY, from its post to its completion), the
+ * doublings of its QP's RC timeout since its requests last got through,
+ * and the exponent its QP has. syncmem_ep_tx.c. */
 enum {
-    UCT_SYNCMEM_RTT_IDLE,       /* the next signalled request is timed */
+    UCT_SYNCMEM_RTT_IDLE,       /* the skip-th next signalled request is
+                                   timed */
     UCT_SYNCMEM_RTT_PENDING,    /* request sn is */
     UCT_SYNCMEM_RTT_OFF         /* a fixed RC_TIMEOUT: never */
 };
+
+/* Reading the clock costs more than a short put where the TSC is not
+ * trusted (a virtual machine: UCS then calls gettimeofday), and a smoothed
+ * estimate needs no more: time one signalled request in this many. The
+ * count goes on in every state (a decrement and a branch: the whole cost
+ * on the send path); a fixed RC_TIMEOUT only counts. */
+#define UCT_SYNCMEM_RTT_EVERY 64
 
 typedef struct uct_syncmem_ep_rtt {
     ucs_time_t       posted;        /* when request sn was posted */
     uint32_t         polls;         /* iface->rto.polls then */
     uint16_t         sn;
+    uint16_t         next_sn;       /* the signalled request that took
+                                       skip to 0 */
     uint8_t          state;         /* UCT_SYNCMEM_RTT_* */
+    uint8_t          skip;          /* signalled requests until the next
+                                       is timed (if IDLE), counting it; 0:
+                                       one is, once posted */
     uint8_t          backoff;       /* retries exceeded or stalls since
                                        its last completed sample */
     uint8_t          exp;           /* its QP's RC timeout exponent */
@@ -215,6 +228,7 @@ static inline void uct_syncmem_ep_rtt_init(const uct_syncmem_iface_t *iface,
 {
     ep->rtt.state   = iface->rto.adaptive ? UCT_SYNCMEM_RTT_IDLE :
                                             UCT_SYNCMEM_RTT_OFF;
+    ep->rtt.skip    = 1; /* its first request */
     ep->rtt.backoff = 0;
     ep->rtt.exp     = iface->rto.est.exp;
     ep->rtt.polls   = iface->rto.polls; /* its handshake's sample */

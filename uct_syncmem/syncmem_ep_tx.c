@@ -386,12 +386,32 @@ static void uct_syncmem_iface_rto_log(uct_syncmem_iface_t *iface,
              iface->rto.rts_modify ? "" : " (new and reconnected QPs)");
 }
 
+/* RC_TIMEOUT=auto: signalled request next_sn, just posted (or kept for
+ * the doorbell), was the UCT_SYNCMEM_RTT_EVERY-th: time it (its completion
+ * ends the sample, uct_syncmem_ep_rtt_done) unless one is timed already or
+ * the timeout is fixed; count again. */
+ucs_status_t uct_syncmem_ep_rtt_post(uct_syncmem_ep_t *ep)
+{
+    uct_syncmem_iface_t *iface = ucs_derived_of(ep->super.super.iface,
+                                                uct_syncmem_iface_t);
+
+    ep->rtt.skip = UCT_SYNCMEM_RTT_EVERY;
+    if (ep->rtt.state == UCT_SYNCMEM_RTT_IDLE) {
+        ep->rtt.posted = ucs_get_time();
+        ep->rtt.polls  = iface->rto.polls;
+        ep->rtt.sn     = ep->rtt.next_sn;
+        ep->rtt.state  = UCT_SYNCMEM_RTT_PENDING;
+    }
+    return UCS_OK;
+}
+
 void uct_syncmem_ep_rtt_done(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 {
     double rtt  = ucs_time_to_sec(ucs_get_time() - ep->rtt.posted);
     uint8_t old = iface->rto.est.exp;
 
     ep->rtt.state = UCT_SYNCMEM_RTT_IDLE;
+    ep->rtt.skip  = UCT_SYNCMEM_RTT_EVERY;
     if (ucs_unlikely(ep->rtt.backoff != 0)) {
         ucs_diag("syncmem: ep %p to iface 0x%" PRIx64 ": its requests get"
                  " through again: RC timeout back to the estimate"
@@ -453,6 +473,7 @@ void uct_syncmem_ep_rtt_backoff(uct_syncmem_iface_t *iface,
         return; /* a fixed RC_TIMEOUT */
     }
     ep->rtt.state = UCT_SYNCMEM_RTT_IDLE;
+    ep->rtt.skip  = 1; /* the next: has it got through? */
     if (ep->rtt.backoff < uct_syncmem_rto_backoff_max(&iface->rto.est)) {
         ++ep->rtt.backoff;
     }
@@ -472,5 +493,6 @@ void uct_syncmem_ep_rtt_failed(uct_syncmem_iface_t *iface,
     } else if (ep->rtt.state == UCT_SYNCMEM_RTT_PENDING) {
         /* the request timed may be posted again: its time is not one */
         ep->rtt.state = UCT_SYNCMEM_RTT_IDLE;
+        ep->rtt.skip  = 1;
     }
 }

@@ -343,14 +343,10 @@ uct_syncmem_ep_tx_flags(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     if (signal || ((uint16_t)sn == ep->tx.sig_sn)) {
         flags         |= IBV_SEND_SIGNALED;
         ep->tx.sig_sn  = sn + iface->config.tx_signal_every;
-        if (ep->rtt.state == UCT_SYNCMEM_RTT_IDLE) {
-            /* RC_TIMEOUT=auto: time it (its completion ends the sample,
-             * uct_syncmem_ep_rtt_done); one at a time, on a request that
-             * is signalled anyway */
-            ep->rtt.posted = ucs_get_time();
-            ep->rtt.polls  = iface->rto.polls;
-            ep->rtt.sn     = sn;
-            ep->rtt.state  = UCT_SYNCMEM_RTT_PENDING;
+        if (ucs_unlikely(--ep->rtt.skip == 0)) {
+            /* timed once posted (a call here would make every caller
+             * save registers): uct_syncmem_ep_rtt_post */
+            ep->rtt.next_sn = sn;
         }
     }
     return flags;
@@ -380,7 +376,8 @@ uct_syncmem_ep_keep(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
                      ((uint16_t)(ep->tx.sn - ep->tx.rung_sn) >=
                       iface->config.db_batch) ||
                      (ep->tx.available <= 0) ||
-                     (iface->cq_available <= 0) || iface->armed)) {
+                     (iface->cq_available <= 0) || iface->armed ||
+                     (ep->rtt.skip == 0))) {
         return uct_syncmem_ep_keep_slow(iface, ep);
     }
     return UCS_OK;
@@ -432,6 +429,9 @@ uct_syncmem_ep_post_wr(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     }
     if (op != NULL) {
         ucs_queue_push(&ep->tx.outstanding, &op->queue);
+    }
+    if (ucs_unlikely(ep->rtt.skip == 0)) {
+        return uct_syncmem_ep_rtt_post(ep); /* UCS_OK, a tail call */
     }
     return UCS_OK;
 }
