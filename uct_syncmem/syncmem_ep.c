@@ -213,7 +213,7 @@ ucs_status_t uct_syncmem_ep_flush(uct_ep_h tl_ep, unsigned flags,
 
     if (comp != NULL) {
         /* retired with the last posted request, or by its flush error */
-        op = uct_syncmem_op_get(iface, comp, uct_syncmem_ep_flush_done);
+        op = uct_syncmem_op_get(iface, comp, uct_syncmem_op_flush_done);
         if (op == NULL) {
             return UCS_ERR_NO_RESOURCE;
         }

@@ -17,7 +17,7 @@
 void uct_syncmem_op_release(uct_syncmem_op_t *op, ucs_status_t status);
 void uct_syncmem_op_complete(uct_syncmem_op_t *op, ucs_status_t status);
 void uct_syncmem_ep_connected(uct_syncmem_ep_t *ep);
-void uct_syncmem_ep_flush_done(uct_syncmem_op_t *op, ucs_status_t status);
+void uct_syncmem_op_flush_done(uct_syncmem_op_t *op, ucs_status_t status);
 /* The FAIL and CANCEL actions' parts, once the state is FAILED */
 void uct_syncmem_ep_qp_to_error(uct_syncmem_ep_t *ep);
 void uct_syncmem_ep_notify_failed(uct_syncmem_ep_t *ep, ucs_status_t status);

@@ -282,7 +282,7 @@ ucs_status_t uct_syncmem_ep_op_status(uct_syncmem_ep_t *ep,
         return status;
     }
 
-    if (op->handler == uct_syncmem_ep_flush_done) {
+    if (op->handler == uct_syncmem_op_flush_done) {
         if (UCS_CIRCULAR_COMPARE16(op->sn, >=, ep->lost.last_sn)) {
             ep->lost.count = 0; /* all retired, reported */
         }

@@ -13,7 +13,9 @@
 # and nothing of the test loop or of polling, which depends on timing.
 # Timing does not change it: it is stable where timings are not. Printed per
 # call, split into the transport's own code and what it calls below (the
-# rdma-core provider, e.g. librxe, and libc).
+# rdma-core provider, e.g. librxe, and libc). And ep_flush: a put and a
+# flush to completion on one endpoint, scale.c's latency phase, counting
+# the flush calls alone.
 # Writes OUTDIR/callgrind.csv (default bench-results).
 #
 # SPDX-License-Identifier: BSD-3-Clause
@@ -78,6 +80,48 @@ echo "$ops" | while IFS=: read -r op fn args; do
         set -- $counts
         echo "$op,$col,$1,$2,$3" >> "$out/callgrind.csv"
     done
+done
+
+# ep_flush: put_short of 8 bytes and a flush to completion, one endpoint
+# (scale.c's latency phase): the flush call's own cost (its completion is
+# progress's, as for rc_verbs), which ucx_perftest's UCT tests never call
+# per operation. scale measures in a child process: its file is the one
+# with calls (%p).
+for col in syncmem syncmem_norc syncmem_db16 rc_verbs; do
+    tl=${col%_*} env=
+    case $col in
+        syncmem_norc) env="UCX_SYNCMEM_RECONNECT=n" ;;
+        syncmem_db16) env="UCX_SYNCMEM_TX_DB_BATCH=16" ;;
+        rc_verbs)     tl=rc_verbs ;;
+    esac
+    case $tl in
+        syncmem)  lib=libuct_syncmem ;;
+        rc_verbs) lib=libuct_ib ;;
+    esac
+    echo "   [callgrind] ep_flush $col" >&2
+    f=$tmp/ep_flush.$col
+    # shellcheck disable=SC2086
+    if ! env LD_BIND_NOW=1 $env "$top/contrib/tools/syncmem-run" \
+            valgrind -q --tool=callgrind --callgrind-out-file="$f.%p" \
+            --toggle-collect="uct_${tl}_ep_flush*" \
+            "$top/contrib/bench/scale" -t "$tl" -d "$dev" -n 1 -l 1000 \
+            -r 100 -s 0.1 -i 0 >/dev/null 2>&1; then
+        echo "ep_flush,$col,nan,nan,nan" >> "$out/callgrind.csv"
+        continue
+    fi
+    counts=
+    for g in "$f".*; do
+        c=$(python3 "$top/contrib/bench/tables.py" callgrind-count "$g" \
+            "uct_${tl}_ep_flush" "$lib") || continue
+        case $c in 0\ *) ;; *) counts=$c ;; esac
+    done
+    if [ -z "$counts" ]; then
+        echo "ep_flush,$col,nan,nan,nan" >> "$out/callgrind.csv"
+        continue
+    fi
+    # shellcheck disable=SC2086 # (three numbers)
+    set -- $counts
+    echo "ep_flush,$col,$1,$2,$3" >> "$out/callgrind.csv"
 done
 
 echo "== user-space instructions per call (callgrind; 'own' is the transport's"
