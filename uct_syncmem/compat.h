@@ -19,8 +19,10 @@
  *         chunk size and growth
  *   1.15  internal ops: each transport has its own table; config parser
  *         takes the table's registry entry;
- *         iface_is_reachable_v2 (UCP asks it, with a reason string)
- *   1.16  mkey_pack gets the address and length of the region; internal
+ *         iface_is_reachable_v2 (UCP asks it, with a reason string);
+ *         invalidation split into RMA and AMO (md flags, mkey_pack flags)
+ *   1.16  mkey_pack gets the address and length of the region (the md op
+ *         and uct_md_mkey_pack_v2); internal
  *         ops: ep_is_connected; md ops lose is_sockaddr_accessible; rcache
  *         configuration is UCS's (ucs_rcache_config_t)
  *   1.17  rcache alignment is per ucs_rcache_get() call; ucs_align_*_pow2
@@ -122,8 +124,28 @@ ucs_status_t uct_syncmem_md_mem_query(uct_md_h tl_md, const void *address,
 
 #if UCT_SYNCMEM_UCX_SINCE(1, 16)
 #  define UCT_SYNCMEM_MKEY_PACK_REGION_ARGS  void *address, size_t length,
+/* the whole handle, as uct_md_mkey_pack() asks it */
+#  define uct_syncmem_mkey_pack_v2(_md, _memh, _params, _buffer) \
+    uct_md_mkey_pack_v2(_md, _memh, NULL, SIZE_MAX, _params, _buffer)
 #else
 #  define UCT_SYNCMEM_MKEY_PACK_REGION_ARGS
+#  define uct_syncmem_mkey_pack_v2 uct_md_mkey_pack_v2
+#endif
+
+/* Revocable keys: 1.15 splits invalidation into RMA and AMO. UCP asks the
+ * md's v2 flags for INVALIDATE_RMA (v1's INVALIDATE means both) and packs
+ * with MKEY_PACK_FLAG_INVALIDATE_RMA; a key of ours packed with either
+ * refuses both (syncmem_memh.c) */
+#if UCT_SYNCMEM_UCX_SINCE(1, 15)
+#  define UCT_SYNCMEM_MD_INVALIDATE \
+    (UCT_MD_FLAG_INVALIDATE | UCT_MD_FLAG_INVALIDATE_RMA | \
+     UCT_MD_FLAG_INVALIDATE_AMO)
+#  define UCT_SYNCMEM_PACK_INVALIDATE \
+    (UCT_MD_MKEY_PACK_FLAG_INVALIDATE_RMA | \
+     UCT_MD_MKEY_PACK_FLAG_INVALIDATE_AMO)
+#else
+#  define UCT_SYNCMEM_MD_INVALIDATE   UCT_MD_FLAG_INVALIDATE
+#  define UCT_SYNCMEM_PACK_INVALIDATE UCT_MD_MKEY_PACK_FLAG_INVALIDATE
 #endif
 
 #if UCT_SYNCMEM_UCX_SINCE(1, 19)

@@ -38,7 +38,7 @@ ucs_status_t uct_syncmem_md_rcache_counters(uct_md_h md,
                                             uct_syncmem_rcache_counters_t *c);
 
 /* syncmem_memh.c: remote keys made for invalidation (packed with
- * UCT_MD_MKEY_PACK_FLAG_INVALIDATE), by every md, ever */
+ * UCT_SYNCMEM_PACK_INVALIDATE), by every md, ever */
 uint64_t uct_syncmem_md_inv_keys(void);
 /* ...and deregistrations with UCT_MD_MEM_DEREG_FLAG_INVALIDATE */
 uint64_t uct_syncmem_md_invalidations(void);

@@ -192,7 +192,7 @@ ucs_status_t uct_syncmem_md_query(uct_md_h tl_md, uct_syncmem_md_attr_t *attr)
     /* INVALIDATE: UCP gives an endpoint with peer error handling an
      * rma_bw lane to an iface only with it (syncmem_memh.c) */
     cap->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
-                            UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_INVALIDATE;
+                            UCT_MD_FLAG_NEED_RKEY | UCT_SYNCMEM_MD_INVALIDATE;
     cap->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
     cap->alloc_mem_types  = 0;
     cap->detect_mem_types = 0;

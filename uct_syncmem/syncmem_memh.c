@@ -389,7 +389,7 @@ ucs_status_t uct_syncmem_memh_mkey_pack(uct_md_h tl_md, uct_mem_h tl_memh,
     ucs_status_t status;
 
     packed->magic = UCT_SYNCMEM_RKEY_MAGIC;
-    if (flags & UCT_MD_MKEY_PACK_FLAG_INVALIDATE) {
+    if (flags & UCT_SYNCMEM_PACK_INVALIDATE) {
         status = uct_syncmem_memh_inv_key(md, memh);
         if (status != UCS_OK) {
             return status;

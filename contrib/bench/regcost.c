@@ -15,6 +15,7 @@
  */
 #include <uct/api/uct.h>
 #include <uct/api/v2/uct_v2.h>
+#include "uct_syncmem/compat.h"  /* mkey_pack_v2 and its flags by release */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +76,8 @@ static double reg_time(uct_md_h md, void *buf, size_t size, unsigned iters,
         if ((uct_md_mem_reg(md, buf, size, UCT_MD_MEM_ACCESS_ALL, &memh) !=
              UCS_OK) ||
             ((pack != NO_PACK) &&
-             (uct_md_mkey_pack_v2(md, memh, &pack_params, rkey) != UCS_OK)) ||
+             (uct_syncmem_mkey_pack_v2(md, memh, &pack_params, rkey) !=
+              UCS_OK)) ||
             ((dereg_params.memh = memh),
              (uct_md_mem_dereg_v2(md, &dereg_params) != UCS_OK)) ||
             ((dereg & UCT_MD_MEM_DEREG_FLAG_INVALIDATE) &&
@@ -137,9 +139,9 @@ int main(int argc, char **argv)
                reg_time(md_on, buf, sizes[i], 1000, NO_PACK, 0) * 1e6,
                reg_time(md_on, buf, sizes[i], 1000, 0, 0) * 1e6,
                reg_time(md_on, buf, sizes[i], 1000,
-                        UCT_MD_MKEY_PACK_FLAG_INVALIDATE, 0) * 1e6,
+                        UCT_SYNCMEM_PACK_INVALIDATE, 0) * 1e6,
                reg_time(md_on, buf, sizes[i], 1000,
-                        UCT_MD_MKEY_PACK_FLAG_INVALIDATE,
+                        UCT_SYNCMEM_PACK_INVALIDATE,
                         UCT_MD_MEM_DEREG_FLAG_INVALIDATE) * 1e6);
         munmap(buf, sizes[i]);
     }

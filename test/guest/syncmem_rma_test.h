@@ -5,6 +5,7 @@
 #define SYNCMEM_TEST_RMA_H_
 
 #include "syncmem_test.h"
+#include "uct_syncmem/compat.h"
 
 #include <uct/api/v2/uct_v2.h>
 
@@ -91,7 +92,7 @@ protected:
         params.flags      = flags;
         std::vector<uint8_t> packed(64);
         uct_rkey_bundle_t rkey = {};
-        EXPECT_EQ(UCS_OK, uct_md_mkey_pack_v2(m_md, memh, &params,
+        EXPECT_EQ(UCS_OK, uct_syncmem_mkey_pack_v2(m_md, memh, &params,
                                               packed.data()));
         EXPECT_EQ(UCS_OK, uct_rkey_unpack(m_component, packed.data(), &rkey));
         return rkey;

@@ -464,7 +464,7 @@ TEST_F(syncmem_cuda_cache_test, a_key_for_invalidation_is_its_handles_own)
     };
 
     uct_rkey_bundle_t own    = pack_rkey(victim,
-                                         UCT_MD_MKEY_PACK_FLAG_INVALIDATE);
+                                         UCT_SYNCMEM_PACK_INVALIDATE);
     uct_rkey_bundle_t shared = pack_rkey(sibling, 0);
     EXPECT_NE(own.rkey, shared.rkey);
     EXPECT_EQ(UCS_OK, put(m_ep, own.rkey, 0x1111));

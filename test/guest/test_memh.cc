@@ -47,7 +47,7 @@ protected:
         m_sibling = reg();
         ASSERT_NE(nullptr, m_sibling);
         m_memh = m_sibling;
-        m_rkey = pack(m_sibling, UCT_MD_MKEY_PACK_FLAG_INVALIDATE);
+        m_rkey = pack(m_sibling, UCT_SYNCMEM_PACK_INVALIDATE);
     }
 
     uct_mem_h reg() {
@@ -109,9 +109,9 @@ TEST_P(syncmem_memh_test, revoked_key_refuses_every_access_and_others_work)
 {
     uct_mem_h victim         = reg();
     ASSERT_NE(nullptr, victim);
-    uct_rkey_t revocable     = pack(victim, UCT_MD_MKEY_PACK_FLAG_INVALIDATE)
+    uct_rkey_t revocable     = pack(victim, UCT_SYNCMEM_PACK_INVALIDATE)
                                        .rkey;
-    uct_rkey_t again         = pack(victim, UCT_MD_MKEY_PACK_FLAG_INVALIDATE)
+    uct_rkey_t again         = pack(victim, UCT_SYNCMEM_PACK_INVALIDATE)
                                        .rkey;
     uct_rkey_t plain         = pack(m_sibling, 0).rkey;
 
@@ -138,7 +138,7 @@ TEST_P(syncmem_memh_test, operations_in_flight_while_revoked)
 {
     uct_mem_h victim = reg();
     ASSERT_NE(nullptr, victim);
-    uct_rkey_t rkey  = pack(victim, UCT_MD_MKEY_PACK_FLAG_INVALIDATE).rkey;
+    uct_rkey_t rkey  = pack(victim, UCT_SYNCMEM_PACK_INVALIDATE).rkey;
     uct_ep_h ep      = connect(m_sender, m_receiver);
     ASSERT_NE(nullptr, ep);
     size_t errors    = m_errors.size();
@@ -182,7 +182,7 @@ TEST_P(syncmem_memh_test, many_keys_revoked_in_turn)
     for (int i = 0; i < rounds; ++i) {
         uct_mem_h memh = reg();
         ASSERT_NE(nullptr, memh);
-        uct_rkey_t rkey = pack(memh, UCT_MD_MKEY_PACK_FLAG_INVALIDATE).rkey;
+        uct_rkey_t rkey = pack(memh, UCT_SYNCMEM_PACK_INVALIDATE).rkey;
         uint64_t v      = 0x100000000ul + i;
         ASSERT_EQ(UCS_OK, retry([&] {
             return uct_ep_put_short(m_ep, &v, 8, at(0), rkey);

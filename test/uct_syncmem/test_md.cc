@@ -78,7 +78,7 @@ TEST_F(md_attr, host_only)
     auto *cap = UCT_SYNCMEM_MD_ATTR_CAP(&attr);
 
     EXPECT_EQ(uint64_t(UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_MEMH |
-                       UCT_MD_FLAG_NEED_RKEY | UCT_MD_FLAG_INVALIDATE),
+                       UCT_MD_FLAG_NEED_RKEY | UCT_SYNCMEM_MD_INVALIDATE),
               uint64_t(cap->flags));
     EXPECT_EQ(UCS_BIT(UCS_MEMORY_TYPE_HOST), cap->reg_mem_types);
     EXPECT_EQ(0u, cap->alloc_mem_types);
