@@ -1,10 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""tables_base.py: what tables.py and tables_mpi.py both use.
+"""tables_base.py: what tables.py and its section modules (tables_*.py)
+all use.
 
-Numbers from CSV cells (medians, ratios, their format; Runs: which cells
-none of their runs measured), the readers of a results directory's files,
-markdown tables, and the lines that say where and how the numbers were
-measured. Python 3, standard library only.
+Numbers from CSV cells (medians, ratios, sizes, their format; Runs:
+which cells none of their runs measured), the readers of a results
+directory's files, markdown tables, and the lines that say where and how
+the numbers were measured. Python 3, standard library only.
 """
 
 import csv
@@ -38,6 +39,15 @@ def ratio(a, b):
     if a is None or b is None or b == 0:
         return None
     return a / b
+
+
+def size_name(n):
+    """A size in bytes as written in the tables: '64 KiB', '1 MiB', '8 B'."""
+    n = int(n)
+    for unit, s in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= s and n % s == 0:
+            return "%d %s" % (n // s, unit)
+    return "%d B" % n
 
 
 def fmt(v):

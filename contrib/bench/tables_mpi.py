@@ -1,10 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """tables_mpi.py: the tables of bench.sh's mpi_scale section, for tables.py.
 
-A file of its own, as tables.py is long; it uses tables_base.py's helpers
-(the medians, the marks of runs that gave no number, the stamp line) and
-is used only through tables.py ('tables.py mpi_scale DIR', and the 'bench mpi_scale'
-block of 'tables.py bench'). It reads DIR/mpi_scale.csv, which bench.sh
+A module of its own, as each section's tables are; it uses tables_base.py's
+helpers (the medians, the marks of runs that gave no number, the stamp
+line) and is used only through tables.py ('tables.py mpi_scale DIR', and
+the 'bench mpi_scale' block of 'tables.py bench'). It reads DIR/mpi_scale.csv, which bench.sh
 writes from contrib/bench/mpi_scale.c's lines:
 
   transport,np,rep,op,unit,median,max,note
