@@ -189,3 +189,34 @@ def run_summary(extent, reps, runs):
         run.append("%d cell%s where no run gave a number ('-')"
                    % (len(runs.failed), "s" * (len(runs.failed) > 1)))
     return "; ".join(run)
+
+
+# --- a section with a block of its own --------------------------------------
+
+
+def section_rows(d, name, expected):
+    """The start of a section whose tables are a block of their own ('bench
+    NAME', from DIR/NAME.csv): (rows, bench.meta, a Runs of its reps,
+    None); where there are no rows (None, None, None, the section's
+    answer): its block not this run's (no NAME.csv, and not EXPECTED:
+    bench.meta does not say the section ran), else an error (no NAME.csv,
+    or one with no rows)."""
+    rows = read_csv(os.path.join(d, name + ".csv"))
+    if not rows:
+        if rows is None and not expected:
+            return None, None, None, ({"bench " + name: None}, [])
+        why = ("no %s.csv in %s" % (name, d) if rows is None
+               else "%s.csv has no rows" % name)
+        return None, None, None, ({}, ["%s: %s" % (name, why)])
+    meta = read_meta(os.path.join(d, "bench.meta"))
+    reps = meta.get("reps", "")
+    return rows, meta, Runs(int(reps) if reps.isdigit() else None), None
+
+
+def section_block(name, meta, runs, extent, text):
+    """The end of such a section: ({'bench NAME': the stamp line (with the
+    run: EXTENT, the reps, what the marks mean) and TEXT}, [the cells none
+    of whose runs gave a number])."""
+    meta["run"] = run_summary(extent, meta.get("reps", ""), runs)
+    return ({"bench " + name: stamp(meta, "contrib/bench.sh") + "\n" + text},
+            ["%s: %s" % kv for kv in runs.failed.items()])

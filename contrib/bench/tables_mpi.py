@@ -91,15 +91,9 @@ def blocks(d, expected=True):
     when EXPECTED (bench.meta says the section ran), one with no rows
     always, and so is a cell none of whose runs gave a number; rows of nan
     are listed with their notes."""
-    rows = t.read_csv(os.path.join(d, "mpi_scale.csv"))
-    if not rows:
-        if rows is None and not expected:
-            return {"bench mpi_scale": None}, []
-        return {}, ["mpi_scale: %s" % ("no mpi_scale.csv in %s" % d if rows is None
-                                       else "mpi_scale.csv has no rows")]
-    meta = t.read_meta(os.path.join(d, "bench.meta"))
-    reps = meta.get("reps", "")
-    runs = t.Runs(int(reps) if reps.isdigit() else None)
+    rows, meta, runs, answer = t.section_rows(d, "mpi_scale", expected)
+    if rows is None:
+        return answer
     where = ""
     info = os.path.join(d, "mpi_scale.info")
     if os.path.exists(info):
@@ -128,6 +122,4 @@ def blocks(d, expected=True):
         text += ("\nNot measured (nan in mpi_scale.csv), and why:\n\n" +
                  "".join("- %s, np = %s, rep %s, %s: %s\n" % (x, n, rep, ", ".join(ops), why)
                          for (x, n, rep, why), ops in bad.items()))
-    meta["run"] = t.run_summary(extent(rows), reps, runs)
-    return ({"bench mpi_scale": t.stamp(meta, "contrib/bench.sh") + "\n" + text},
-            ["%s: %s" % kv for kv in runs.failed.items()])
+    return t.section_block("mpi_scale", meta, runs, extent(rows), text)

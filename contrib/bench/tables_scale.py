@@ -16,9 +16,8 @@ not measure that N; and DIR/scale.info, what the devices allow.
 import os
 import statistics
 
-from tables_base import (REFERENCE, Runs, fmt, fmt_ratio, median, num,
-                         ordered, ratio, read_csv, read_meta, run_summary,
-                         stamp, table)
+from tables_base import (REFERENCE, fmt, fmt_ratio, median, num, ordered,
+                         ratio, read_csv, section_block, section_rows, table)
 
 # A whole run of the scale section (contrib/bench/scale.c's rows in
 # scale.csv): these transports at these endpoint counts
@@ -88,15 +87,9 @@ def blocks(d, expected=True):
     scale.csv is an error when EXPECTED, one with no rows always; so is a
     cell none of whose runs gave a number. Rows with a nan are listed with
     their notes (why)."""
-    rows = read_csv(os.path.join(d, "scale.csv"))
-    if not rows:
-        if rows is None and not expected:
-            return {"bench scale": None}, []
-        return {}, ["scale: %s" % ("no scale.csv in %s" % d if rows is None
-                                   else "scale.csv has no rows")]
-    meta = read_meta(os.path.join(d, "bench.meta"))
-    reps = meta.get("reps", "")
-    runs = Runs(int(reps) if reps.isdigit() else None)
+    rows, meta, runs, answer = section_rows(d, "scale", expected)
+    if rows is None:
+        return answer
     text = ("#### Endpoints per worker: memory, connection time, latency "
             "and rate\n\n"
             "One worker's iface connects N endpoints to a peer iface (on the "
@@ -119,9 +112,7 @@ def blocks(d, expected=True):
         if lines:
             text += ("\nWhat the devices allow (`ibv_query_device`): %s.\n"
                      % "; ".join(lines))
-    meta["run"] = run_summary(extent(rows), reps, runs)
-    return ({"bench scale": stamp(meta, "contrib/bench.sh") + "\n" + text},
-            ["%s: %s" % kv for kv in runs.failed.items()])
+    return section_block("scale", meta, runs, extent(rows), text)
 
 
 def plot_data(d, outdir):
