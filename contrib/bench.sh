@@ -12,6 +12,8 @@
 #  - message-size sweeps of put bandwidth and latency;
 #  - passive-target atomics: UCP, MPI and OpenSHMEM atomics on a target
 #    that computes (passive.c, passive_mpi.c, passive_shmem.c);
+#  - UCP tag bandwidth with the endpoints' error handling mode none and
+#    peer (ucp_tag_bw.c), UCX_TLS=syncmem and rc_verbs,ud_verbs;
 #  - only with --only scale: what an endpoint costs at 1 to 1024 endpoints
 #    per worker (scale.c), syncmem, reconnect on and off, and rc_verbs;
 #  - only with --only mpi_scale, in the two-host guest: an Open MPI job of
@@ -20,18 +22,20 @@
 #    rc_verbs,ud_verbs.
 # It writes bench-results/results.csv, callgrind.csv, regcost.txt,
 # rcache.csv, sweep.csv, passive.csv (with the programs' output in
-# passive.log), scale.csv (scale.log, scale.info), mpi_scale.csv
+# passive.log), ucp_tag_bw.csv (ucp_tag_bw.log), scale.csv (scale.log, scale.info), mpi_scale.csv
 # (mpi_scale.log, mpi_scale.info), bench.meta (date, guest
 # kernel, UCX, what ran) and the plots bandwidth.png, latency.png (the
 # sweep's) and scale.png (medians of the reps with their spread, the run in
 # the title); then contrib/bench/tables.py prints the tables (medians of
 # --reps runs, ratios to rc_verbs and to raw verbs) of what this run
 # measured. --only REGEX selects tests of the main table and the sections
-# 'callgrind', 'rcache', 'passive', 'scale' and 'mpi_scale' by name.
+# 'callgrind', 'rcache', 'passive', 'ucp_tag_bw', 'scale' and 'mpi_scale'
+# by name.
 # A run that gave no number (a pair that failed, though it printed one; no
-# number in its output; a failed regcost or passive pair; an N scale.c
-# could not measure; an MPI job that failed or found a wrong value) has
-# none: 'nan' in results.csv, rcache.csv, sweep.csv, scale.csv and
+# number in its output; a failed regcost or passive pair; a ucp_tag_bw
+# run that failed or found a wrong byte; an N scale.c could not measure;
+# an MPI job that failed or found a wrong value) has none: 'nan' in
+# results.csv, rcache.csv, sweep.csv, ucp_tag_bw.csv, scale.csv and
 # mpi_scale.csv, no row in passive.csv, no regcost.txt; it is listed in
 # failed.txt (with why; bench.meta's failed=N counts them), and bench.sh
 # exits 1 after the tables.
@@ -44,10 +48,9 @@
 # --markdown FILE (repeatable) also writes the tables into FILE, each block
 # headed by the date, kernel and UCX of the run: only between FILE's
 # '<!-- BEGIN generated: bench tables|bench callgrind|bench summary|bench
-# scale|bench mpi_scale -->' and '<!-- END generated -->' lines if it has them
-# (doc/benchmarks.md, README.md; a block of sections the run did not make
-# stays as it was),
-# else the whole file; and the plots, which those blocks show, into
+# ucp_tag_bw|bench scale|bench mpi_scale -->' and '<!-- END generated -->'
+# lines if it has them (doc/benchmarks.md, README.md; a block of sections
+# the run did not make stays as it was), else the whole file; and the plots, which those blocks show, into
 # doc/plots/.
 #
 # The guest is emulated (TCG): absolute numbers are slow and noisy; compare
@@ -165,6 +168,10 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     if [ -z "$only" ] || echo passive | grep -qE "^($only)"; then
         passive_main "$reps" "$out"
         sections="$sections passive"
+    fi
+    if [ -z "$only" ] || echo ucp_tag_bw | grep -qE "^($only)"; then
+        ucp_tag_bw_main "$reps" "$out"
+        sections="$sections ucp_tag_bw"
     fi
     # (only when asked for by name: it takes minutes and thousands of QPs;
     # see scale_main)
@@ -388,6 +395,56 @@ passive_main() {
     awk '/^== rep/ {t = $5} /^atomics:/ && !seen[t]++ {print "   " t ": UCP " $0}' \
         "$out/passive.log"
     grep -E "failed|wrong=[1-9]" "$out/passive.log" | sort | uniq -c | sed 's/^/   FAILED: /'
+}
+
+# UCP tag bandwidth with the endpoints' error handling mode chosen
+# (contrib/bench/ucp_tag_bw.c: a sender and a receiver process, every byte
+# checked; ucx_perftest 1.13 cannot set the mode): UCX_TLS=syncmem and
+# rc_verbs,ud_verbs, each with mode none and peer, at 1 MiB (100 messages)
+# and 16 MiB (12), $reps times, interleaved. With peer error handling UCP
+# takes a zero-copy rendezvous lane only from a transport whose md can
+# revoke a key (UCT_MD_FLAG_INVALIDATE). A run that failed, or printed no
+# number, is nan and why in ucp_tag_bw.csv (its output in ucp_tag_bw.log).
+ucp_tag_bw_main() {
+    reps=$1 out=$2
+    echo "transport,size,mode,rep,MBps,note" > "$out/ucp_tag_bw.csv"
+    : > "$out/ucp_tag_bw.log"
+    rep=1
+    while [ "$rep" -le "$reps" ]; do
+        for run in 1048576:100 16777216:12; do
+            size=${run%:*} iters=${run#*:}
+            for mode in none peer; do
+                for tl in syncmem rc_verbs; do
+                    echo "   [rep $rep/$reps] ucp_tag_bw $size bytes, $mode, $tl" >&2
+                    echo "== rep $rep $size $mode $tl" >> "$out/ucp_tag_bw.log"
+                    prc=0
+                    # shellcheck disable=SC2046 # (ucp_env: words)
+                    env $(ucp_env "$tl") timeout -k 10 120 \
+                        "$top/contrib/tools/syncmem-run" "$top/contrib/bench/ucp_tag_bw" \
+                        "$size" "$iters" "$mode" > "$out/ucp_tag_bw.one" 2>&1 || prc=$?
+                    cat "$out/ucp_tag_bw.one" >> "$out/ucp_tag_bw.log"
+                    v=$(sed -n "s/^ucp_tag_bw size=$size mode=$mode iters=$iters MBps=\([0-9.]*\)$/\1/p" \
+                        "$out/ucp_tag_bw.one" | tail -n 1)
+                    # (a run that failed printed no measurement, whatever it printed)
+                    case $prc in
+                        0)   why= ;;
+                        124) why="timed out after 120 s" ;;
+                        *)   why="ucp_tag_bw exited $prc" ;;
+                    esac
+                    [ -n "$why" ] || [ -n "$v" ] || why="no number in its output"
+                    if [ -n "$why" ]; then
+                        last=$(grep -v '^ucp_tag_bw size=' "$out/ucp_tag_bw.one" | tail -n 1)
+                        why=$(echo "$why${last:+: $last}" | tr ',"' '; ')
+                        failed_run "ucp_tag_bw $tl $size $mode rep $rep" "$why (ucp_tag_bw.log)"
+                        v=nan
+                    fi
+                    echo "$tl,$size,$mode,$rep,$v,$why" >> "$out/ucp_tag_bw.csv"
+                done
+            done
+        done
+        rep=$((rep + 1))
+    done
+    rm -f "$out/ucp_tag_bw.one"
 }
 
 # What an endpoint costs as a worker connects to many (contrib/bench/scale.c,
@@ -690,7 +747,7 @@ fi
 reps=3 only='' sweep=yes min_size=0 max_size=4194304 markdown=''
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help)  sed -n '3,58s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help)  sed -n '3,61s/^# \{0,1\}//p' "$0"; exit 0 ;;
         --no-build) nobuild=1 ;;
         --reps)     reps=$2; shift ;;
         --only)     only=$2; shift ;;

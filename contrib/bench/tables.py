@@ -8,13 +8,15 @@ medians and ratios, and prints tables (markdown). Shell does the running,
 this does the arithmetic. This file is the command line, the markdown
 blocks and their assembly; each section's tables are in a module of its
 own (tables_perftest.py: the main table, callgrind, registration, sweep;
-tables_passive.py; tables_scale.py; tables_mpi.py: mpi_scale), all on
-tables_base.py's helpers. A section with a block of its own is an entry
-of OWN_BLOCKS in this file. Python 3, standard library only.
+tables_passive.py; tables_tag_bw.py: ucp_tag_bw; tables_scale.py;
+tables_mpi.py: mpi_scale), all on tables_base.py's helpers. A section
+with a block of its own is an entry of OWN_BLOCKS in this file. Python 3, standard library only.
 
   contrib/bench/tables.py bench  DIR [--markdown FILE]...   bench.sh's tables
   contrib/bench/tables.py scale  DIR [--markdown FILE]...   its scale section's
   contrib/bench/tables.py mpi_scale DIR [--markdown FILE]... its mpi_scale
+      section's
+  contrib/bench/tables.py ucp_tag_bw DIR [--markdown FILE]... its ucp_tag_bw
       section's
   contrib/bench/tables.py faults DIR [--markdown FILE]...   faults.sh's table
   contrib/bench/tables.py check  DIR [--markdown FILE]...   check-example.sh's
@@ -38,6 +40,8 @@ DIR holds what the scripts wrote:
           rcache.csv    size,rcache,rep,MBps; regcost.txt (regcost's output)
           passive.csv   api,op,slice_ms,transport,rep,median_us,p99_us,slowdown,compute
           sweep.csv     size,transport,rep,put_bw_MBps,put_lat_us
+          ucp_tag_bw.csv transport,size,mode,rep,MBps,note (ucp_tag_bw.c's
+                        lines)
           scale.csv     transport,n,rep,rss_kb_per_ep,...,note (scale.c's
                         rows; scale -H); scale.info: what the devices allow
           mpi_scale.csv transport,np,rep,op,unit,median,max,note (mpi_scale.c's
@@ -63,6 +67,7 @@ Without --markdown the tables go to standard output. With --markdown FILE
   <!-- BEGIN generated: bench tables -->     (the main job's tables)
   <!-- BEGIN generated: bench callgrind -->  (its instruction counts)
   <!-- BEGIN generated: bench summary -->    (the README's one table)
+  <!-- BEGIN generated: bench ucp_tag_bw --> (the ucp_tag_bw section's)
   <!-- BEGIN generated: bench scale -->      (the scale section's tables)
   <!-- BEGIN generated: bench mpi_scale -->  (the mpi_scale section's)
   <!-- BEGIN generated: faults table -->     (faults.sh's whole run)
@@ -83,6 +88,7 @@ import sys
 
 import tables_mpi
 import tables_scale
+import tables_tag_bw
 from tables_base import (Runs, read_csv, read_meta, read_notes, run_summary,
                          stamp, table)
 from tables_passive import passive_table
@@ -94,13 +100,15 @@ from tables_perftest import (PLOTS, SUMMARY, TESTS, callgrind_count,
 # --- bench.sh ---------------------------------------------------------------
 
 # What a whole bench.sh run makes (bench.meta's sections)
-BENCH_SECTIONS = ["main", "callgrind", "rcache", "passive", "sweep"]
+BENCH_SECTIONS = ["main", "callgrind", "rcache", "passive", "ucp_tag_bw",
+                  "sweep"]
 
 # bench.sh's sections whose tables are a block of their own ('bench NAME')
 # and a kind of their own ('tables.py NAME DIR'), each from its module's
 # blocks(DIR, expected): ({'bench NAME': text}, [what failed]), EXPECTED
 # when bench.meta says the section ran (then no CSV is an error)
-OWN_BLOCKS = {"scale": tables_scale, "mpi_scale": tables_mpi}
+OWN_BLOCKS = {"ucp_tag_bw": tables_tag_bw, "scale": tables_scale,
+              "mpi_scale": tables_mpi}
 
 
 def copy_plots(d, dest, blocks):
