@@ -11,7 +11,9 @@
 #    with the cache on and off;
 #  - message-size sweeps of put bandwidth and latency;
 #  - passive-target atomics: UCP, MPI and OpenSHMEM atomics on a target
-#    that computes (passive.c, passive_mpi.c, passive_shmem.c);
+#    that computes (passive.c, passive_mpi.c, passive_shmem.c), and random
+#    updates (GUPS-shaped XOR, gups.h) to a target idle and busy, with
+#    UCX_ATOMIC_MODE's default and cpu;
 #  - UCP tag bandwidth with the endpoints' error handling mode none and
 #    peer (ucp_tag_bw.c), UCX_TLS=syncmem and rc_verbs,ud_verbs;
 #  - only with --only scale: what an endpoint costs at 1 to 1024 endpoints
@@ -22,20 +24,20 @@
 #    rc_verbs,ud_verbs.
 # It writes bench-results/results.csv, callgrind.csv, regcost.txt,
 # rcache.csv, sweep.csv, passive.csv (with the programs' output in
-# passive.log), ucp_tag_bw.csv (ucp_tag_bw.log), scale.csv (scale.log, scale.info), mpi_scale.csv
+# passive.log), gups.csv (gups.log), ucp_tag_bw.csv (ucp_tag_bw.log), scale.csv (scale.log, scale.info), mpi_scale.csv
 # (mpi_scale.log, mpi_scale.info), bench.meta (date, guest
 # kernel, UCX, what ran) and the plots bandwidth.png, latency.png (the
 # sweep's) and scale.png (medians of the reps with their spread, the run in
 # the title); then contrib/bench/tables.py prints the tables (medians of
 # --reps runs, ratios to rc_verbs and to raw verbs) of what this run
 # measured. --only REGEX selects tests of the main table and the sections
-# 'callgrind', 'rcache', 'passive', 'ucp_tag_bw', 'scale' and 'mpi_scale'
-# by name.
+# 'callgrind', 'rcache', 'passive' (with 'gups', the random updates, which
+# --only gups runs alone), 'ucp_tag_bw', 'scale' and 'mpi_scale' by name.
 # A run that gave no number (a pair that failed, though it printed one; no
 # number in its output; a failed regcost or passive pair; a ucp_tag_bw
 # run that failed or found a wrong byte; an N scale.c could not measure;
 # an MPI job that failed or found a wrong value) has none: 'nan' in
-# results.csv, rcache.csv, sweep.csv, ucp_tag_bw.csv, scale.csv and
+# results.csv, rcache.csv, sweep.csv, gups.csv, ucp_tag_bw.csv, scale.csv and
 # mpi_scale.csv, no row in passive.csv, no regcost.txt; it is listed in
 # failed.txt (with why; bench.meta's failed=N counts them), and bench.sh
 # exits 1 after the tables.
@@ -54,7 +56,8 @@
 # doc/plots/.
 #
 # The guest is emulated (TCG): absolute numbers are slow and noisy; compare
-# ratios from one run only. SYNCMEM_PASSIVE_APIS (e.g. "ucp mpi") and
+# ratios from one run only. SYNCMEM_PASSIVE_APIS (e.g. "ucp mpi"),
+# SYNCMEM_GUPS_APIS (the random updates': "ucp shmem") and
 # SYNCMEM_PASSIVE_MS (each phase's length, default 600) narrow 'passive';
 # SYNCMEM_SCALE_N (default 1,16,64,256,1024) 'scale'; SYNCMEM_MPI_SCALE_NP
 # (default "4 8 16 24") and SYNCMEM_MPI_SCALE_BUDGET (seconds a job, default
@@ -172,6 +175,12 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
     if [ -z "$only" ] || echo ucp_tag_bw | grep -qE "^($only)"; then
         ucp_tag_bw_main "$reps" "$out"
         sections="$sections ucp_tag_bw"
+    fi
+    # (the random updates: with the passive section, or alone by name)
+    if [ -z "$only" ] || echo passive | grep -qE "^($only)" ||
+       echo gups | grep -qE "^($only)"; then
+        gups_main "$reps" "$out"
+        sections="$sections gups"
     fi
     # (only when asked for by name: it takes minutes and thousands of QPs;
     # see scale_main)
@@ -308,14 +317,16 @@ ucp_env() {
 }
 
 # Passive target (contrib/bench/passive.c, passive_mpi.c, passive_shmem.c): the
-# origin's atomics while the target computes. passive_pair API TL prints
-# the origin's output. UCP: target on CPU 0 and origin on CPU 1 (two
-# busy-polling processes on one vCPU crawl); MPI and OpenSHMEM: one rank
-# per core (--bind-to core).
+# origin's atomics while the target computes. passive_pair API TL [gups
+# [MODE]] prints the origin's output; with gups, the random-update bench's
+# (contrib/bench/gups.h) instead, MODE cpu adding UCX_ATOMIC_MODE=cpu. UCP:
+# target on CPU 0 and origin on CPU 1 (two busy-polling processes on one
+# vCPU crawl); MPI and OpenSHMEM: one rank per core (--bind-to core).
 passive_pair() {
+    api=$1 tl=$2 gups=${3:-} mode=${4:-default}
     # shellcheck disable=SC2046
-    set -- "$1" "$2" $(ucp_env "$2")
-    api=$1 tl=$2; shift 2
+    set -- $(ucp_env "$tl")
+    [ "$mode" = default ] || set -- "$@" "UCX_ATOMIC_MODE=$mode"
     case $api in
     ucp)
         d=$(mktemp -d /dev/shm/passive.XXXXXX)
@@ -323,7 +334,8 @@ passive_pair() {
             "$top/contrib/bench/passive" target "$d" > "$d.target" 2>&1 &
         tpid=$!
         env "$@" timeout 180 taskset -c 1 "$top/contrib/tools/syncmem-run" \
-            "$top/contrib/bench/passive" origin "$d" "$pms" 2>&1 || echo "origin failed: exit $?"
+            "$top/contrib/bench/passive" "${gups:-origin}" "$d" "$pms" 2>&1 ||
+            echo "origin failed: exit $?"
         wait $tpid || { echo "target failed: exit $?"; cat "$d.target"; }
         rm -rf "$d" "$d.target" ;;
     mpi|shmem)
@@ -334,7 +346,8 @@ passive_pair() {
         else
             # (Debian 12's OSHMEM crashes at finalize with osc rdma)
             prog=$top/contrib/bench/passive_shmem
-            set -- oshrun --mca spml ucx --mca osc ^rdma "$prog" "$pms"
+            # shellcheck disable=SC2086 # ($gups: no word, or one)
+            set -- oshrun --mca spml ucx --mca osc ^rdma "$prog" $gups "$pms"
         fi
         cmd=$1; shift
         # shellcheck disable=SC2086
@@ -350,13 +363,7 @@ passive_main() {
     # (SYNCMEM_PASSIVE_MS: each phase's length, default 600 ms)
     pms=${SYNCMEM_PASSIVE_MS:-600}
     # (SYNCMEM_PASSIVE_APIS: a subset, e.g. "ucp mpi")
-    apis=
-    for api in ${SYNCMEM_PASSIVE_APIS:-ucp mpi shmem}; do
-        case $api in
-            mpi)   [ -x "$top/contrib/bench/passive_mpi" ] && command -v mpirun >/dev/null ;;
-            shmem) [ -x "$top/contrib/bench/passive_shmem" ] && command -v oshrun >/dev/null ;;
-        esac && apis="$apis $api"
-    done
+    apis=$(passive_apis "${SYNCMEM_PASSIVE_APIS:-ucp mpi shmem}")
     echo "api,op,slice_ms,transport,rep,median_us,p99_us,slowdown,compute" > "$out/passive.csv"
     : > "$out/passive.log"
     rep=1
@@ -445,6 +452,65 @@ ucp_tag_bw_main() {
         rep=$((rep + 1))
     done
     rm -f "$out/ucp_tag_bw.one"
+}
+
+# passive_apis LIST: the APIs of LIST this guest can run
+passive_apis() {
+    for api in $1; do
+        case $api in
+            mpi)   [ -x "$top/contrib/bench/passive_mpi" ] && command -v mpirun >/dev/null ;;
+            shmem) [ -x "$top/contrib/bench/passive_shmem" ] && command -v oshrun >/dev/null ;;
+        esac && printf ' %s' "$api"
+    done
+}
+
+# The random-update bench (contrib/bench/gups.h, in UCP and OpenSHMEM:
+# passive.c, passive_shmem.c), with the passive section or alone ('gups'
+# in bench.meta's sections, --only gups): 64-bit XOR to random
+# words of the target's table, posted and fetched, the target idle and
+# busy; syncmem and rc_verbs,ud_verbs, each with UCP's atomics as it picks
+# them (UCX_ATOMIC_MODE's default) and with UCX_ATOMIC_MODE=cpu. Rows in
+# gups.csv (the output in gups.log); a phase a pair did not measure (it
+# failed, found a wrong value, printed no line or a rate of 0) is nan.
+# SYNCMEM_GUPS_APIS (default "ucp shmem") narrows it.
+gups_main() {
+    reps=$1 out=$2
+    pms=${SYNCMEM_PASSIVE_MS:-600}
+    apis=$(passive_apis "${SYNCMEM_GUPS_APIS:-ucp shmem}")
+    echo "api,op,target,transport,atomic_mode,rep,window,rate" > "$out/gups.csv"
+    : > "$out/gups.log"
+    rep=1
+    while [ "$rep" -le "$reps" ]; do
+        for api in $apis; do
+            for tl in syncmem rc_verbs; do
+                for mode in default cpu; do
+                    echo "   [rep $rep/$reps] gups $api $tl atomic_mode=$mode" >&2
+                    echo "== rep $rep $api $tl $mode" >> "$out/gups.log"
+                    passive_pair "$api" "$tl" gups "$mode" > "$out/gups.one"
+                    cat "$out/gups.one" >> "$out/gups.log"
+                    bad=$(grep -E "failed: exit|wrong=[1-9]" "$out/gups.one" | head -n 1)
+                    for op in xor_post xor_fetch; do
+                        for target in idle busy; do
+                            row=$(sed -n "s/^gups op=$op target=$target window=\([0-9]*\) updates=[0-9]* sec=[0-9.]* rate=\([0-9.]*\)\$/\1,\2/p" \
+                                  "$out/gups.one" | head -n 1)
+                            why=
+                            if [ -n "$bad" ]; then why="$bad (gups.log)"
+                            elif [ -z "$row" ]; then why="no line for it in the output (gups.log)"
+                            elif [ "${row#*,}" = 0 ]; then why="no update completed (gups.log)"
+                            fi
+                            if [ -n "$why" ]; then
+                                failed_run "gups $api $op $target $tl atomic_mode=$mode rep $rep" "$why"
+                                row="${row%%,*},nan"
+                            fi
+                            echo "$api,$op,$target,$tl,$mode,$rep,$row" >> "$out/gups.csv"
+                        done
+                    done
+                    rm -f "$out/gups.one"
+                done
+            done
+        done
+        rep=$((rep + 1))
+    done
 }
 
 # What an endpoint costs as a worker connects to many (contrib/bench/scale.c,

@@ -7,6 +7,7 @@
  *
  *   passive target DIR
  *   passive origin DIR [PHASE_MS]
+ *   passive gups DIR [PHASE_MS]      (an origin of the random-update bench)
  *
  * The question is what the origin's latency becomes when the target's CPU
  * is busy. A transport that does the atomics on the device answers without
@@ -35,6 +36,13 @@
  * same for the compute part alone (time the kernel took from it). Each
  * fetched value is checked against a local mirror of the target word (one
  * origin); exit status 1 if one was wrong, 2 on an error.
+ *
+ * 'passive gups' is the random-update bench (contrib/bench/gups.h) against
+ * the same target: ucp_atomic_op_nbx XOR to random words of a table behind
+ * the target word, GUPS_WINDOW in flight (then ucp_ep_flush_nbx, or a wait
+ * for the fetches), for PHASE_MS while the target waits in
+ * ucp_worker_progress (idle) and while it computes in GUPS_BUSY_US slices
+ * (busy); the table read back at the end must match the origin's mirror.
  */
 #include <ucp/api/ucp.h>
 
@@ -48,6 +56,11 @@
 #include <unistd.h>
 
 #include "passive.h"
+#include "gups.h"
+
+/* The target's memory: the word of the passive bench, then gups's table */
+#define TABLE_OFFSET 4096
+#define MEM_SIZE     (TABLE_OFFSET + GUPS_WORDS * sizeof(uint64_t))
 
 enum { CMD_NONE, CMD_BASELINE, CMD_TRAFFIC, CMD_QUIT };
 
@@ -141,20 +154,23 @@ static int target(void)
     ucp_mem_h memh;
     void *rkey, *mem;
     uint32_t lens[2];
-    unsigned seen = 0, seq;
+    unsigned seen = 0, seq, i;
     double per_us;
     FILE *f;
     ucs_status_t status;
 
-    if (posix_memalign(&mem, 4096, 4096) != 0) {
+    if (posix_memalign(&mem, 4096, MEM_SIZE) != 0) {
         die("posix_memalign", UCS_OK);
     }
-    memset(mem, 0, 4096);
+    memset(mem, 0, TABLE_OFFSET);
+    for (i = 0; i < GUPS_WORDS; ++i) {
+        ((uint64_t*)((char*)mem + TABLE_OFFSET))[i] = gups_initial(i);
+    }
     init_ucp();
     mparams.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
                          UCP_MEM_MAP_PARAM_FIELD_LENGTH;
     mparams.address    = mem;
-    mparams.length     = 4096;
+    mparams.length     = MEM_SIZE;
     status = ucp_mem_map(context, &mparams, &memh);
     if (status != UCS_OK) {
         die("ucp_mem_map", status);
@@ -361,29 +377,50 @@ static void print_atomics(void)
     ucp_ep_print_info(ep, stderr);
 }
 
-static int origin(unsigned phase_ms)
+/* Connects to the target, and warms up (wireup, keys) while it
+ * progresses. */
+static void origin_open(void)
 {
-    static const unsigned slices_us[] = { 0, 1000, 10000 };
+    unsigned i;
+
+    init_ucp();
+    connect_target();
+    for (i = 0; i < 20; ++i) {
+        one_op(i % OP_NONE);
+    }
+    print_atomics();
+}
+
+static void origin_close(void)
+{
     ucp_request_param_t cparam = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
         .flags        = 0
     };
-    double *lat, base_wall = 0, base_compute = 0, wall, comp;
-    unsigned s, n, slices, i;
-    int op;
     ucs_status_t status;
+
+    status = wait_req(ucp_ep_close_nbx(ep, &cparam));
+    if (status != UCS_OK) {
+        fprintf(stderr, "passive: ep close: %s\n", ucs_status_string(status));
+    }
+    command(CMD_QUIT, 0, 0);
+    ucp_rkey_destroy(rkey);
+    ucp_worker_destroy(worker);
+    ucp_cleanup(context);
+}
+
+static int origin(unsigned phase_ms)
+{
+    static const unsigned slices_us[] = { 0, 1000, 10000 };
+    double *lat, base_wall = 0, base_compute = 0, wall, comp;
+    unsigned s, n, slices;
+    int op;
 
     lat = malloc(MAX_OPS * sizeof(*lat));
     if (lat == NULL) {
         die("malloc", UCS_OK);
     }
-    init_ucp();
-    connect_target();
-    /* wireup and warm-up, while the target progresses */
-    for (i = 0; i < 20; ++i) {
-        one_op(i % OP_NONE);
-    }
-    print_atomics();
+    origin_open();
 
     for (s = 0; s < sizeof(slices_us) / sizeof(slices_us[0]); ++s) {
         slices = slices_us[s] ? (phase_ms * 1000 / slices_us[s]) : phase_ms;
@@ -411,25 +448,107 @@ static int origin(unsigned phase_ms)
         }
     }
 
-    status = wait_req(ucp_ep_close_nbx(ep, &cparam));
-    if (status != UCS_OK) {
-        fprintf(stderr, "passive: ep close: %s\n", ucs_status_string(status));
-    }
-    command(CMD_QUIT, 0, 0);
-    ucp_rkey_destroy(rkey);
-    ucp_worker_destroy(worker);
-    ucp_cleanup(context);
+    origin_close();
     free(lat);
     printf("result wrong=%lu\n", wrong);
     return wrong ? 1 : 0;
+}
+
+/* --- the random-update bench (gups.h) ----------------------------------- */
+
+/* One batch of n XORs on the table, all in flight, then waited for: the
+ * fetches' replies, or (post) a flush of the endpoint, which completes once
+ * the target has every update. */
+static void gups_batch(gups_t *g, int op, unsigned n)
+{
+    static const ucp_request_param_t none = { .op_attr_mask = 0 };
+    ucp_request_param_t param = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE,
+        .datatype     = ucp_dt_make_contig(sizeof(uint64_t))
+    };
+    uint64_t val[GUPS_WINDOW], result[GUPS_WINDOW];
+    unsigned idx[GUPS_WINDOW], i;
+    void *req[GUPS_WINDOW];
+    ucs_status_t status;
+
+    gups_plan(g, n, idx, val);
+    for (i = 0; i < n; ++i) {
+        if (op == GUPS_FETCH) {
+            param.op_attr_mask |= UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+            param.reply_buffer  = &result[i];
+        }
+        req[i] = ucp_atomic_op_nbx(ep, UCP_ATOMIC_OP_XOR, &val[i], 1,
+                                   remote_addr + TABLE_OFFSET +
+                                   idx[i] * sizeof(uint64_t), rkey, &param);
+    }
+    for (i = 0; i < n; ++i) {
+        status = wait_req(req[i]);
+        if (status != UCS_OK) {
+            die(gups_op_names[op], status);
+        }
+    }
+    if (op == GUPS_POST) {
+        status = wait_req(ucp_ep_flush_nbx(ep, &none));
+        if (status != UCS_OK) {
+            die("ucp_ep_flush_nbx", status);
+        }
+    }
+    gups_done(g, "passive gups", n, idx, val,
+              (op == GUPS_FETCH) ? result : NULL);
+}
+
+/* The table, read back (after the last flush). */
+static void gups_read_table(gups_t *g)
+{
+    ucp_request_param_t param = { .op_attr_mask = 0 };
+    static uint64_t table[GUPS_WORDS];
+    ucs_status_t status;
+
+    status = wait_req(ucp_get_nbx(ep, table, sizeof(table),
+                                  remote_addr + TABLE_OFFSET, rkey, &param));
+    if (status != UCS_OK) {
+        die("ucp_get_nbx", status);
+    }
+    gups_check_table(g, "passive gups", table);
+}
+
+static int gups_origin(unsigned phase_ms)
+{
+    static const unsigned slices_us[] = { 0, GUPS_BUSY_US };
+    static gups_t g;
+    unsigned long n;
+    unsigned s, slices, seq;
+    double t;
+    int op;
+
+    gups_init(&g);
+    origin_open();
+    for (s = 0; s < sizeof(slices_us) / sizeof(slices_us[0]); ++s) {
+        slices = slices_us[s] ? (phase_ms * 1000 / slices_us[s]) : phase_ms;
+        for (op = 0; op < GUPS_OPS; ++op) {
+            seq = command(CMD_TRAFFIC, slices_us[s], slices);
+            while (load(&ctl->ack_seq) != seq) {
+            }
+            t = now();
+            for (n = 0; load(&ctl->done_seq) != seq; n += GUPS_WINDOW) {
+                gups_batch(&g, op, GUPS_WINDOW);
+            }
+            gups_print(op, slices_us[s], GUPS_WINDOW, n, now() - t);
+        }
+    }
+    gups_read_table(&g);
+    origin_close();
+    printf("result wrong=%lu\n", g.wrong);
+    return g.wrong ? 1 : 0;
 }
 
 int main(int argc, char **argv)
 {
     int fd, is_target;
 
-    if ((argc < 3) || (strcmp(argv[1], "target") && strcmp(argv[1], "origin"))) {
-        fprintf(stderr, "usage: passive target DIR | passive origin DIR [PHASE_MS]\n");
+    if ((argc < 3) || (strcmp(argv[1], "target") && strcmp(argv[1], "origin") &&
+                       strcmp(argv[1], "gups"))) {
+        fprintf(stderr, "usage: passive target DIR | passive origin|gups DIR [PHASE_MS]\n");
         return 2;
     }
     is_target = !strcmp(argv[1], "target");
@@ -451,5 +570,9 @@ int main(int argc, char **argv)
         die("mmap", UCS_OK);
     }
     close(fd);
-    return is_target ? target() : origin((argc > 3) ? atoi(argv[3]) : 600);
+    if (is_target) {
+        return target();
+    }
+    return (!strcmp(argv[1], "gups") ? gups_origin : origin)(
+            (argc > 3) ? atoi(argv[3]) : 600);
 }

@@ -18,6 +18,8 @@ with a block of its own is an entry of OWN_BLOCKS in this file. Python 3, standa
       section's
   contrib/bench/tables.py ucp_tag_bw DIR [--markdown FILE]... its ucp_tag_bw
       section's
+  contrib/bench/tables.py gups DIR [--markdown FILE]...  its passive
+      section's random updates
   contrib/bench/tables.py faults DIR [--markdown FILE]...   faults.sh's table
   contrib/bench/tables.py check  DIR [--markdown FILE]...   check-example.sh's
       'syncmem-run --check' output (check.out, check.meta)
@@ -39,6 +41,7 @@ DIR holds what the scripts wrote:
           callgrind.csv op,transport,calls,instructions,own_instructions
           rcache.csv    size,rcache,rep,MBps; regcost.txt (regcost's output)
           passive.csv   api,op,slice_ms,transport,rep,median_us,p99_us,slowdown,compute
+          gups.csv      api,op,target,transport,atomic_mode,rep,window,rate
           sweep.csv     size,transport,rep,put_bw_MBps,put_lat_us
           ucp_tag_bw.csv transport,size,mode,rep,MBps,note (ucp_tag_bw.c's
                         lines)
@@ -70,6 +73,7 @@ Without --markdown the tables go to standard output. With --markdown FILE
   <!-- BEGIN generated: bench ucp_tag_bw --> (the ucp_tag_bw section's)
   <!-- BEGIN generated: bench scale -->      (the scale section's tables)
   <!-- BEGIN generated: bench mpi_scale -->  (the mpi_scale section's)
+  <!-- BEGIN generated: bench gups -->       (the passive section's random updates)
   <!-- BEGIN generated: faults table -->     (faults.sh's whole run)
   <!-- BEGIN generated: faults many -->      (its --many rows)
   <!-- END generated -->
@@ -86,6 +90,7 @@ import re
 import shutil
 import sys
 
+import tables_gups
 import tables_mpi
 import tables_scale
 import tables_tag_bw
@@ -107,8 +112,8 @@ BENCH_SECTIONS = ["main", "callgrind", "rcache", "passive", "ucp_tag_bw",
 # and a kind of their own ('tables.py NAME DIR'), each from its module's
 # blocks(DIR, expected): ({'bench NAME': text}, [what failed]), EXPECTED
 # when bench.meta says the section ran (then no CSV is an error)
-OWN_BLOCKS = {"ucp_tag_bw": tables_tag_bw, "scale": tables_scale,
-              "mpi_scale": tables_mpi}
+OWN_BLOCKS = {"gups": tables_gups, "ucp_tag_bw": tables_tag_bw,
+              "scale": tables_scale, "mpi_scale": tables_mpi}
 
 
 def copy_plots(d, dest, blocks):

@@ -1,0 +1,111 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""tables_gups.py: the random-update table of bench.sh's passive section,
+for tables.py.
+
+A file of its own, as tables.py is long; it uses tables_base.py's helpers
+and is used only through tables.py ('tables.py gups DIR', and the 'bench
+gups' block of 'tables.py bench'). It reads DIR/gups.csv, which bench.sh
+writes from the lines of contrib/bench/passive.c ('passive gups') and
+passive_shmem.c ('passive_shmem gups'; the bench: contrib/bench/gups.h):
+
+  api,op,target,transport,atomic_mode,rep,window,rate
+
+a row per phase of a pair: API ucp or shmem; OP xor_post or xor_fetch;
+TARGET idle (waiting in the library) or busy (computing, entering it every
+10 ms); TRANSPORT syncmem or rc_verbs (UCX_TLS=rc_verbs,ud_verbs);
+ATOMIC_MODE default (UCP picks) or cpu (UCX_ATOMIC_MODE=cpu); WINDOW the
+updates in flight; RATE updates per second, nan where the pair did not
+measure it.
+"""
+
+import os
+
+import tables_base as t
+
+# A whole run: these APIs, transports and atomic modes
+GUPS_APIS = ["ucp", "shmem"]
+GUPS_TRANSPORTS = ["syncmem", "rc_verbs"]
+GUPS_MODES = ["default", "cpu"]
+
+API = {"ucp": "UCP", "shmem": "OpenSHMEM"}
+OP = {"xor_post": "XOR", "xor_fetch": "fetch-XOR"}
+
+
+def column(tl, mode):
+    """A column's name: the transport, and the mode where not default."""
+    return tl if mode == "default" else "%s, cpu" % tl
+
+
+def extent(rows):
+    """'whole run', or 'partial run (what it lacked)'."""
+    have = {(r["api"], r["transport"], r["atomic_mode"]) for r in rows}
+    lacks = ["%s %s" % (API.get(a, a), column(x, m))
+             for a in GUPS_APIS for x in GUPS_TRANSPORTS for m in GUPS_MODES
+             if (a, x, m) not in have]
+    return "partial run (no %s)" % ", ".join(lacks) if lacks else "whole run"
+
+
+def gups_table(rows, runs):
+    """Updates per second of each (transport, mode), each row an API's
+    operation on an idle or busy target; ratios to rc_verbs with UCP's
+    default."""
+    cols = [(x, m) for x in t.ordered(rows, "transport")
+            for m in t.ordered(rows, "atomic_mode")
+            if any(r["transport"] == x and r["atomic_mode"] == m for r in rows)]
+    ref = (t.REFERENCE, "default")
+    others = [c for c in cols if c != ref]
+    header = ["operation", "target", "in flight"]
+    header += ["%s (updates/s)" % column(*c) for c in cols]
+    if ref in cols:
+        header += ["%s / %s" % (column(*c), t.REFERENCE) for c in others]
+    out = []
+    keys = []
+    for r in rows:
+        k = (r["api"], r["op"], r["target"])
+        if k not in keys:
+            keys.append(k)
+    for api, op, target in keys:
+        mine = [r for r in rows if (r["api"], r["op"], r["target"]) == (api, op, target)]
+        windows = sorted({r["window"] for r in mine if r["window"]})
+        line = ["%s %s" % (API.get(api, api), OP.get(op, op)), target,
+                "/".join(windows) or "-"]
+        med = {}
+        for c in cols:
+            med[c], mark = runs.median(
+                "gups: %s %s %s %s" % (api, op, target, column(*c)),
+                [r["rate"] for r in mine if (r["transport"], r["atomic_mode"]) == c])
+            line.append("-" if med[c] is None else t.fmt(med[c]) + mark)
+        if ref in cols:
+            line += [t.fmt_ratio(t.ratio(med[c], med[ref])) for c in others]
+        out.append(line)
+    return t.table(header, out)
+
+
+def blocks(d, expected=True):
+    """({'bench gups': text}, [what failed]) from DIR/gups.csv. No gups.csv
+    is an error when EXPECTED (bench.meta says the section ran),
+    one with no rows always, and so is a cell none of whose runs gave a
+    number."""
+    rows = t.read_csv(os.path.join(d, "gups.csv"))
+    if not rows:
+        if rows is None and not expected:
+            return {"bench gups": None}, []
+        return {}, ["gups: %s" % ("no gups.csv in %s" % d if rows is None
+                                  else "gups.csv has no rows")]
+    meta = t.read_meta(os.path.join(d, "bench.meta"))
+    reps = meta.get("reps", "")
+    runs = t.Runs(int(reps) if reps.isdigit() else None)
+    text = ("#### Random updates: GUPS-shaped XOR to a remote table\n\n"
+            "`contrib/bench/gups.h`: 64-bit XOR to random words of the "
+            "target's 8 KiB table (every word non-zero at the start), posted "
+            "(then a flush) or fetched, with the updates in flight at once "
+            "that the API allows (OpenSHMEM's fetching atomics block); the "
+            "target waits in the library (idle) or computes, entering it "
+            "every 10 ms (busy). Updates per second (higher is better), each "
+            "the median of the runs; `cpu`: with `UCX_ATOMIC_MODE=cpu` (UCP "
+            "does the atomics with active messages and the target's CPU); "
+            "ratios to `rc_verbs` (`UCX_TLS=rc_verbs,ud_verbs`, where UCP "
+            "emulates them so by default).\n\n" + gups_table(rows, runs))
+    meta["run"] = t.run_summary(extent(rows), reps, runs)
+    return ({"bench gups": t.stamp(meta, "contrib/bench.sh") + "\n" + text},
+            ["%s: %s" % kv for kv in runs.failed.items()])
