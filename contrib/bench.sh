@@ -31,8 +31,8 @@
 # the title); then contrib/bench/tables.py prints the tables (medians of
 # --reps runs, ratios to rc_verbs and to raw verbs) of what this run
 # measured. --only REGEX selects tests of the main table and the sections
-# 'callgrind', 'rcache', 'passive' (with 'gups', the random updates, which
-# --only gups runs alone), 'ucp_tag_bw', 'scale' and 'mpi_scale' by name.
+# 'callgrind', 'rcache', 'passive', 'gups' (the random updates),
+# 'ucp_tag_bw', 'scale' and 'mpi_scale' by name.
 # A run that gave no number (a pair that failed, though it printed one; no
 # number in its output; a failed regcost or passive pair; a ucp_tag_bw
 # run that failed or found a wrong byte; an N scale.c could not measure;
@@ -176,9 +176,8 @@ tag_bw_1m:ucp:7:-t tag_bw -s 1048576 -n 40 -w 100::"
         ucp_tag_bw_main "$reps" "$out"
         sections="$sections ucp_tag_bw"
     fi
-    # (the random updates: with the passive section, or alone by name)
-    if [ -z "$only" ] || echo passive | grep -qE "^($only)" ||
-       echo gups | grep -qE "^($only)"; then
+    # (the random updates: in a whole run, or by name)
+    if [ -z "$only" ] || echo gups | grep -qE "^($only)"; then
         gups_main "$reps" "$out"
         sections="$sections gups"
     fi
@@ -465,7 +464,7 @@ passive_apis() {
 }
 
 # The random-update bench (contrib/bench/gups.h, in UCP and OpenSHMEM:
-# passive.c, passive_shmem.c), with the passive section or alone ('gups'
+# passive.c, passive_shmem.c), in a whole run or by name ('gups'
 # in bench.meta's sections, --only gups): 64-bit XOR to random
 # words of the target's table, posted and fetched, the target idle and
 # busy; syncmem and rc_verbs,ud_verbs, each with UCP's atomics as it picks

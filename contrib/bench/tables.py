@@ -18,7 +18,7 @@ with a block of its own is an entry of OWN_BLOCKS in this file. Python 3, standa
       section's
   contrib/bench/tables.py ucp_tag_bw DIR [--markdown FILE]... its ucp_tag_bw
       section's
-  contrib/bench/tables.py gups DIR [--markdown FILE]...  its passive
+  contrib/bench/tables.py gups DIR [--markdown FILE]...  its gups
       section's random updates
   contrib/bench/tables.py faults DIR [--markdown FILE]...   faults.sh's table
   contrib/bench/tables.py check  DIR [--markdown FILE]...   check-example.sh's

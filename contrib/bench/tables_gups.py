@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""tables_gups.py: the random-update table of bench.sh's passive section,
+"""tables_gups.py: the random-update table of bench.sh's gups section,
 for tables.py.
 
 A file of its own, as tables.py is long; it uses tables_base.py's helpers
