@@ -7,10 +7,13 @@
  *
  * Emulated by the initiator with compare-and-swap: and, or, xor, swap and
  * their fetching forms, and every 32-bit operation. The first CAS guesses
- * 0 (if the word is 0 the operation is done in one step; otherwise the CAS
- * changes nothing and returns the value), then CAS(seen -> op(seen)) until
- * it takes. Each step is an HCA atomic, so emulated operations are atomic
- * against every other syncmem atomic on that word, native or emulated.
+ * what the word holds (syncmem_amo_guess.h: the value this iface last saw
+ * there, moved on by the steps it posted since; 0 for a word it has not
+ * seen): if right the operation is done in one step; otherwise the CAS
+ * changes nothing and returns the value, and CAS(seen -> op(seen)) follows
+ * until it takes. Each step is an HCA atomic, so emulated operations are
+ * atomic against every other syncmem atomic on that word, native or
+ * emulated, whatever was guessed.
  * Like all IB atomics, they are NOT atomic against CPU stores or atomics on
  * the target, nor against other transports.
  *
@@ -41,6 +44,7 @@ typedef struct uct_syncmem_amo {
     uint64_t          guess;        /* what we believe the word holds */
     uint64_t          value;        /* operand */
     uint64_t          compare;      /* cswap32 */
+    uint32_t          chain;        /* of its last guess (syncmem_amo_guess.h) */
     uint8_t           opcode;       /* uct_atomic_op_t, or CSWAP */
     uint8_t           size;         /* 4 or 8 */
     uint8_t           shift;        /* bit offset of a 32-bit value */
@@ -95,19 +99,28 @@ uct_syncmem_amo_sge(uct_syncmem_desc_t *desc, struct ibv_sge *sge)
     sge->lkey   = desc->lkey;
 }
 
-/* A step of an emulated operation: CAS(compare -> swap), signalled. */
+/* A step of an emulated operation: CAS(amo->guess -> op(amo->guess)),
+ * signalled; once posted, the table of guesses expects its outcome. */
 static ucs_status_t uct_syncmem_amo_post_cas(uct_syncmem_iface_t *iface,
-                                             uct_syncmem_desc_t *desc,
-                                             uint64_t compare, uint64_t swap)
+                                             uct_syncmem_desc_t *desc)
 {
     uct_syncmem_amo_t *amo = uct_syncmem_amo_of(desc);
+    uint64_t next          = uct_syncmem_amo_apply(amo, amo->guess);
     struct ibv_sge sge;
+    ucs_status_t status;
 
     uct_syncmem_amo_sge(desc, &sge);
-    return uct_syncmem_ep_post_sge(iface, amo->ep, IBV_WR_ATOMIC_CMP_AND_SWP,
-                                   amo->remote_addr, amo->rkey, compare, swap,
-                                   &sge, 1, sizeof(uint64_t), &desc->super,
-                                   1, UCT_SYNCMEM_TX_ANY, 0);
+    status = uct_syncmem_ep_post_sge(iface, amo->ep, IBV_WR_ATOMIC_CMP_AND_SWP,
+                                     amo->remote_addr, amo->rkey, amo->guess,
+                                     next, &sge, 1, sizeof(uint64_t),
+                                     &desc->super, 1, UCT_SYNCMEM_TX_ANY, 0);
+    if (ucs_likely(status == UCS_OK)) {
+        uct_syncmem_amo_guess_posted(&iface->amo.guess, amo->ep,
+                                     amo->remote_addr, &amo->chain,
+                                     amo->guess, next);
+        ++iface->amo.counters.steps;
+    }
+    return status;
 }
 
 static void uct_syncmem_amo_finish(uct_syncmem_desc_t *desc,
@@ -139,7 +152,6 @@ static void uct_syncmem_amo_cas_done(uct_syncmem_op_t *op, ucs_status_t status)
     uct_syncmem_iface_t *iface = ucs_derived_of(amo->ep->super.super.iface,
                                                 uct_syncmem_iface_t);
     uint64_t seen              = amo->fetched;
-    uint64_t next;
 
     if (status != UCS_OK) {
         uct_syncmem_amo_finish(desc, status, 0);
@@ -152,19 +164,23 @@ static void uct_syncmem_amo_cas_done(uct_syncmem_op_t *op, ucs_status_t status)
         return;
     }
 
-    /* someone else's value: try again from it. The completion that got
-     * us here gave back a send slot, so the retry always has one. */
-    amo->guess = seen;
-    next       = uct_syncmem_amo_apply(amo, seen);
-    if (next == seen) {
+    if (uct_syncmem_amo_apply(amo, seen) == seen) {
         /* nothing to write (e.g. a failed compare): the fetch is the answer */
+        uct_syncmem_amo_guess_saw(&iface->amo.guess, amo->ep,
+                                  amo->remote_addr, amo->chain, seen);
         uct_syncmem_amo_finish(desc, UCS_OK, uct_syncmem_amo_part(amo, seen));
         return;
     }
 
-    status = UCT_SYNCMEM_EP_POST_STEP(amo->ep,
-                                      uct_syncmem_amo_post_cas(iface, desc,
-                                                               seen, next));
+    /* another value: try again from it, or from where an earlier
+     * operation's retry (which runs first) leaves it. The completion that
+     * got us here gave back a send slot, so the retry always has one. */
+    amo->guess = uct_syncmem_amo_guess_retry(&iface->amo.guess, amo->ep,
+                                             amo->remote_addr, &amo->chain,
+                                             seen);
+    status     = UCT_SYNCMEM_EP_POST_STEP(amo->ep,
+                                          uct_syncmem_amo_post_cas(iface,
+                                                                   desc));
     if (status != UCS_OK) {
         uct_syncmem_amo_finish(desc, status, 0);
     }
@@ -205,6 +221,44 @@ uct_syncmem_amo_desc(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep,
     return UCS_OK;
 }
 
+/* The table of guesses, made at the iface's first emulated atomic (an
+ * iface that has none costs nothing). Without it every guess is 0. */
+static UCS_F_NOINLINE void uct_syncmem_amo_guess_alloc(uct_syncmem_iface_t *iface)
+{
+    iface->amo.guess.table = ucs_calloc(iface->amo.words,
+                                        sizeof(*iface->amo.guess.table),
+                                        "syncmem_amo_guess");
+    if (iface->amo.guess.table == NULL) {
+        ucs_diag("syncmem: no memory for %u words of atomic guesses"
+                 " (AMO_GUESS_WORDS): emulated atomics guess 0",
+                 iface->amo.words);
+        iface->amo.words = 0;
+        return;
+    }
+    iface->amo.guess.mask = iface->amo.words - 1;
+}
+
+void uct_syncmem_amo_init(uct_syncmem_iface_t *iface,
+                          const uct_syncmem_iface_config_t *config)
+{
+    memset(&iface->amo, 0, sizeof(iface->amo));
+    iface->amo.words = (config->amo_guess_words == 0) ? 0 :
+                       ucs_roundup_pow2(ucs_min(config->amo_guess_words,
+                                                UCS_BIT(24)));
+}
+
+void uct_syncmem_amo_cleanup(uct_syncmem_iface_t *iface)
+{
+    ucs_free(iface->amo.guess.table);
+    iface->amo.guess.table = NULL;
+}
+
+void uct_syncmem_iface_amo_counters(uct_iface_h tl_iface,
+                                    uct_syncmem_amo_counters_t *c)
+{
+    *c = ucs_derived_of(tl_iface, uct_syncmem_iface_t)->amo.counters;
+}
+
 /* An operation the HCA lacks: started as its first compare-and-swap. Out
  * of line, so that the native ones keep few registers. */
 static UCS_F_NOINLINE ucs_status_t
@@ -231,15 +285,21 @@ uct_syncmem_amo_emulate(uct_syncmem_ep_t *ep, unsigned opcode, unsigned size,
     amo->compare     = compare;
     amo->opcode      = opcode;
     amo->shift       = (remote_addr & 4) * 8; /* little-endian halves */
-    /* guess 0: done in one step if right, a pure read if not */
-    amo->guess       = 0;
-    status           = uct_syncmem_amo_post_cas(iface, desc, 0,
-                                                uct_syncmem_amo_apply(amo, 0));
+    if (ucs_unlikely((iface->amo.guess.table == NULL) &&
+                     (iface->amo.words != 0))) {
+        uct_syncmem_amo_guess_alloc(iface);
+    }
+    amo->guess       = uct_syncmem_amo_guess_first(&iface->amo.guess, ep,
+                                                   amo->remote_addr,
+                                                   &amo->chain);
+    status           = uct_syncmem_amo_post_cas(iface, desc);
     if (ucs_unlikely(status != UCS_OK)) {
         ucs_mpool_put(desc);
         return status;
     }
     ++ep->amo_inflight;
+    ++iface->amo.counters.emulated;
+    iface->amo.counters.guessed += (amo->chain != 0) && (amo->guess != 0);
     return UCS_OK;
 }
 

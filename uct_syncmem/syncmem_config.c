@@ -156,6 +156,18 @@ ucs_config_field_t uct_syncmem_iface_config_table[] = {
      ucs_offsetof(uct_syncmem_iface_config_t, tx_db_batch),
      UCS_CONFIG_TYPE_UINT},
 
+    {"AMO_GUESS_WORDS", "1024",
+     "Remote 64-bit words an iface remembers for its emulated atomics (and,\n"
+     "or, xor, swap, their fetching forms, every 32-bit one): each is a\n"
+     "compare-and-swap that guesses what the word holds, done in one round\n"
+     "trip if right and two if not. The guess is the value last seen at the\n"
+     "word (moved on by what this iface has sent to it since), from a table\n"
+     "of this many words (rounded up to a power of 2; 40 bytes each, made at\n"
+     "the first emulated atomic); a word not in it is guessed 0. 0: no table,\n"
+     "every guess 0 (two round trips on any word that is not 0).",
+     ucs_offsetof(uct_syncmem_iface_config_t, amo_guess_words),
+     UCS_CONFIG_TYPE_UINT},
+
     {"TX_MAX_SGE", "6",
      "Largest number of iov entries in one zero-copy put or get (also capped\n"
      "by the device, and at 32).",

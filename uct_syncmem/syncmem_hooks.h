@@ -50,6 +50,10 @@ const uct_syncmem_mem_t *uct_syncmem_md_memh_reg(uct_mem_h memh);
 void uct_syncmem_iface_verify_counters(uct_iface_h iface,
                                        uct_syncmem_verify_counters_t *c);
 
+/* syncmem_amo.c: what the emulated atomics did */
+void uct_syncmem_iface_amo_counters(uct_iface_h iface,
+                                    uct_syncmem_amo_counters_t *c);
+
 /* syncmem_crc.c: the table-driven CRC32C, whatever the CPU has */
 uint32_t uct_syncmem_crc32c_sw(uint32_t crc, const void *buf, size_t length);
 

@@ -663,6 +663,7 @@ static UCS_CLASS_INIT_FUNC(uct_syncmem_iface_t, uct_md_h tl_md,
         goto err_tx_mp;
     }
 
+    uct_syncmem_amo_init(self, config); /* (its table comes later) */
     status = uct_syncmem_cm_init(self);
     if (status != UCS_OK) {
         goto err_verify;
@@ -710,6 +711,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_syncmem_iface_t)
     uct_syncmem_cm_cleanup(self);
     uct_syncmem_watchdog_cleanup(self);
     uct_syncmem_verify_cleanup(self);
+    uct_syncmem_amo_cleanup(self);
     ucs_mpool_cleanup(&self->tx_mp, 1);
     ucs_mpool_cleanup(&self->op_mp, 1);
     uct_syncmem_rx_cleanup(self);

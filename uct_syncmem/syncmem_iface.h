@@ -11,6 +11,7 @@
 #include "syncmem_qp.h"
 #include "syncmem_cm.h"
 #include "syncmem_rto.h"
+#include "syncmem_amo_guess.h"
 
 #define UCT_SYNCMEM_AM_MAX_HDR 128
 #define UCT_SYNCMEM_CQ_SLACK   64  /* send CQ entries beyond TX_CQ_LEN */
@@ -42,6 +43,14 @@ typedef struct uct_syncmem_verify_counters {
     uint64_t put_failed;   /* of those, not what was written */
 } uct_syncmem_verify_counters_t;
 
+/* What the emulated atomics did, since the iface was opened. */
+typedef struct uct_syncmem_amo_counters {
+    uint64_t emulated;     /* operations emulated by compare-and-swap */
+    uint64_t steps;        /* compare-and-swaps they posted */
+    uint64_t guessed;      /* of their first steps, those that guessed
+                              from the table (not 0) */
+} uct_syncmem_amo_counters_t;
+
 /* RC_TIMEOUT and RC_RETRY_COUNT: a table of their own, embedded without a
  * prefix, so that UCX's parser reads them as UCX reads its rc transports':
  * UCX_RC_TIMEOUT, then UCX_SYNCMEM_RC_TIMEOUT over it
@@ -65,6 +74,7 @@ typedef struct uct_syncmem_iface_config {
     size_t             tx_max_inline; /* MEMUNITS: the parser writes a size_t */
     unsigned           tx_max_sge;
     unsigned           tx_db_batch;   /* requests per doorbell */
+    unsigned           amo_guess_words; /* syncmem_amo_guess.h's table */
     size_t             seg_size;      /* bcopy bounce buffer size */
     ucs_time_t         cm_timeout;    /* handshake retransmit interval */
     ucs_time_t         keepalive_interval;
@@ -192,6 +202,12 @@ struct uct_syncmem_iface {
         unsigned       inject;    /* corrupt every Nth checked message/put */
         uct_syncmem_verify_counters_t counters;
     } verify;
+    struct {
+        uct_syncmem_amo_guess_t    guess;  /* table made at the first */
+        unsigned                   words;  /* AMO_GUESS_WORDS, a power of
+                                              2; 0: no table */
+        uct_syncmem_amo_counters_t counters;
+    } amo;
     struct {
         unsigned       tx_queue_len;    /* outstanding: TX_QUEUE_LEN less
                                            the drain (and VERIFY's) */
@@ -329,6 +345,11 @@ void uct_syncmem_watchdog_rto_init(uct_syncmem_iface_t *iface,
 ucs_time_t
 uct_syncmem_watchdog_stall_timeout(const uct_syncmem_iface_t *iface,
                                    const uct_syncmem_iface_config_t *config);
+
+/* syncmem_amo.c: the emulated atomics' guesses (AMO_GUESS_WORDS) */
+void uct_syncmem_amo_init(uct_syncmem_iface_t *iface,
+                          const uct_syncmem_iface_config_t *config);
+void uct_syncmem_amo_cleanup(uct_syncmem_iface_t *iface);
 
 /* syncmem_verify.c: UCX_SYNCMEM_VERIFY=crc */
 extern const char *uct_syncmem_verify_names[];

@@ -1,11 +1,23 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Remote atomics: native (64-bit add, cswap) and emulated by CAS (the rest,
-// and everything 32-bit), checked against a reference on real rxe.
+// and everything 32-bit), checked against a reference on real rxe; the
+// emulation's guesses (syncmem_amo_guess.h) in compare-and-swaps counted.
 #include "syncmem_rma_test.h"
+
+extern "C" {
+#include <uct_syncmem/syncmem_hooks.h>
+}
 
 #include <cstring>
 
 namespace {
+
+uct_syncmem_amo_counters_t amo_counters(uct_iface_h iface)
+{
+    uct_syncmem_amo_counters_t c;
+    uct_syncmem_iface_amo_counters(iface, &c);
+    return c;
+}
 
 const char *op_name(int op)
 {
@@ -136,6 +148,75 @@ TEST_F(syncmem_amo_test, every_op_32)
     check_all_ops<uint32_t>();
 }
 
+// Fetching XORs one at a time on a word that is not 0: the first guesses 0
+// and takes two compare-and-swaps; each later one guesses the value the
+// last left, and takes one. Fetched values and the word are right.
+TEST_F(syncmem_amo_test, a_guess_from_the_last_value_takes_one_step)
+{
+    const unsigned n = 20;
+    buffer *mem = alloc(8, 0);
+    uint64_t word = 0x0123456789abcdefull, expect = word;
+    memcpy(mem->data.data(), &word, 8);
+    uint64_t addr = (uintptr_t)mem->data.data();
+    uct_syncmem_amo_counters_t before = amo_counters(m_sender);
+
+    for (unsigned i = 0; i < n; ++i) {
+        uint64_t value = (i + 1) * 0x0101010101ull, result = 0;
+        ASSERT_EQ(UCS_OK, run<uint64_t>(UCT_ATOMIC_OP_XOR, true, addr,
+                                        mem->rkey.rkey, value, 0, &result));
+        EXPECT_EQ(expect, result) << "xor " << i;
+        expect ^= value;
+    }
+    memcpy(&word, mem->data.data(), 8);
+    EXPECT_EQ(expect, word);
+
+    uct_syncmem_amo_counters_t after = amo_counters(m_sender);
+    EXPECT_EQ(n, after.emulated - before.emulated);
+    EXPECT_EQ(n + 1, after.steps - before.steps);
+    EXPECT_EQ(n - 1, after.guessed - before.guessed);
+}
+
+// Posted XORs in flight together on one word. On a word the iface knows
+// each guesses what the one before it leaves, and all take at once; on one
+// it does not know, or after a CPU store under them, each takes at most
+// two steps (the retries continue the first retry's guesses, not one more
+// per operation ahead).
+TEST_F(syncmem_amo_test, xors_in_flight_on_one_word)
+{
+    const unsigned n = 32;
+    buffer *mem = alloc(8, 0);
+    uint64_t word = 0x5a5a5a5a5a5a5a5aull, expect = word;
+    memcpy(mem->data.data(), &word, 8);
+    uint64_t addr = (uintptr_t)mem->data.data();
+
+    auto batch = [&](const char *what, unsigned max_steps) {
+        uct_syncmem_amo_counters_t before = amo_counters(m_sender);
+        for (unsigned i = 0; i < n; ++i) {
+            uint64_t value = 0x9e3779b97f4a7c15ull * (i + 1);
+            ASSERT_EQ(UCS_OK, retry([&] {
+                return uct_ep_atomic64_post(m_ep, UCT_ATOMIC_OP_XOR, value,
+                                            addr, mem->rkey.rkey);
+            }));
+            expect ^= value;
+        }
+        flush(m_ep);
+        memcpy(&word, mem->data.data(), 8);
+        EXPECT_EQ(expect, word) << what;
+        uct_syncmem_amo_counters_t after = amo_counters(m_sender);
+        EXPECT_EQ(n, after.emulated - before.emulated) << what;
+        EXPECT_LE(after.steps - before.steps, max_steps) << what;
+        EXPECT_GE(after.steps - before.steps, n) << what;
+    };
+
+    batch("a word not seen before", 2 * n);
+    batch("a word the iface knows", n);
+    word ^= 0xff;   // a CPU store the iface does not see
+    expect ^= 0xff;
+    memcpy(mem->data.data(), &word, 8);
+    batch("after a CPU store", 2 * n);
+    batch("known again", n);
+}
+
 // Endpoints from several ifaces hammer one word with native fetch-add,
 // emulated 32-bit add and a cswap loop, plus xors that cancel out: the
 // final value is exactly the number of increments.
@@ -241,6 +322,47 @@ TEST_F(syncmem_amo_test, misaligned_address_is_refused)
               uct_ep_atomic32_post(m_ep, UCT_ATOMIC_OP_ADD, 1,
                                    (uintptr_t)mem->data.data() + 2,
                                    mem->rkey.rkey));
+}
+
+// Without the table of guesses (AMO_GUESS_WORDS=0) every emulated atomic
+// guesses 0: right, and two steps on a word that is not 0.
+class syncmem_amo_noguess_test : public syncmem_amo_test {
+protected:
+    config_mods_t sender_mods() const override {
+        return {{"AMO_GUESS_WORDS", "0"}};
+    }
+};
+
+TEST_F(syncmem_amo_noguess_test, every_op_64)
+{
+    check_all_ops<uint64_t>();
+}
+
+TEST_F(syncmem_amo_noguess_test, every_op_32)
+{
+    check_all_ops<uint32_t>();
+}
+
+TEST_F(syncmem_amo_noguess_test, a_word_not_0_takes_two_steps)
+{
+    const unsigned n = 10;
+    buffer *mem = alloc(8, 0);
+    uint64_t word = 0x77, expect = word;
+    memcpy(mem->data.data(), &word, 8);
+    uct_syncmem_amo_counters_t before = amo_counters(m_sender);
+
+    for (unsigned i = 0; i < n; ++i) {
+        uint64_t result = 0;
+        ASSERT_EQ(UCS_OK, run<uint64_t>(UCT_ATOMIC_OP_XOR, true,
+                                        (uintptr_t)mem->data.data(),
+                                        mem->rkey.rkey, 0x100 << i, 0,
+                                        &result));
+        EXPECT_EQ(expect, result);
+        expect ^= 0x100 << i;
+    }
+    uct_syncmem_amo_counters_t after = amo_counters(m_sender);
+    EXPECT_EQ(2 * n, after.steps - before.steps);
+    EXPECT_EQ(0u, after.guessed - before.guessed);
 }
 
 // Cached registrations allow everything once any write is asked for; the
