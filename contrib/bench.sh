@@ -476,7 +476,7 @@ gups_main() {
     reps=$1 out=$2
     pms=${SYNCMEM_PASSIVE_MS:-600}
     apis=$(passive_apis "${SYNCMEM_GUPS_APIS:-ucp shmem}")
-    echo "api,op,target,transport,atomic_mode,rep,window,rate" > "$out/gups.csv"
+    echo "api,op,target,transport,atomic_mode,rep,window,rate,slowdown" > "$out/gups.csv"
     : > "$out/gups.log"
     rep=1
     while [ "$rep" -le "$reps" ]; do
@@ -490,16 +490,19 @@ gups_main() {
                     bad=$(grep -E "failed: exit|wrong=[1-9]" "$out/gups.one" | head -n 1)
                     for op in xor_post xor_fetch; do
                         for target in idle busy; do
-                            row=$(sed -n "s/^gups op=$op target=$target window=\([0-9]*\) updates=[0-9]* sec=[0-9.]* rate=\([0-9.]*\)\$/\1,\2/p" \
+                            # window,rate,slowdown (busy only)
+                            row=$(sed -n "s/^gups op=$op target=$target window=\([0-9]*\) updates=[0-9]* sec=[0-9.]* rate=\([0-9.]*\)\( slowdown=\([0-9.]*\)\)*\$/\1,\2,\4/p" \
                                   "$out/gups.one" | head -n 1)
+                            rate=${row#*,}; rate=${rate%,*}
                             why=
                             if [ -n "$bad" ]; then why="$bad (gups.log)"
                             elif [ -z "$row" ]; then why="no line for it in the output (gups.log)"
-                            elif [ "${row#*,}" = 0 ]; then why="no update completed (gups.log)"
+                            elif [ "$rate" = 0 ]; then why="no update completed (gups.log)"
+                            elif [ "$target" = busy ] && [ -z "${row##*,}" ]; then why="no slowdown in its line (gups.log)"
                             fi
                             if [ -n "$why" ]; then
                                 failed_run "gups $api $op $target $tl atomic_mode=$mode rep $rep" "$why"
-                                row="${row%%,*},nan"
+                                row="${row%%,*},nan,$([ "$target" = busy ] && echo nan)"
                             fi
                             echo "$api,$op,$target,$tl,$mode,$rep,$row" >> "$out/gups.csv"
                         done

@@ -6,13 +6,16 @@
  * gups'): the table, its random stream, the origin's mirror of it and the
  * checks, and the line each phase prints:
  *
- *   gups op=xor_post target=idle window=64 updates=N sec=S rate=R
+ *   gups op=xor_post target=busy window=1024 updates=N sec=S rate=R slowdown=X
  *
  * op: xor_post (non-fetching) or xor_fetch; target: idle (it waits inside
  * the library all the time) or busy (it computes in slices of
- * GUPS_BUSY_US and enters the library only between them); window: the
- * updates in flight at once (a batch of them, then a flush or a wait for
- * all); rate: updates per second over the phase.
+ * GUPS_BUSY_US and enters the library only between them, until it finds
+ * nothing to do); window: the updates in flight at once (a batch of them,
+ * then a flush or a wait for all); rate: updates per second over the
+ * phase; slowdown (busy only): the target's time for its slices with the
+ * updates over that without (a baseline phase), what serving them took
+ * from it.
  *
  * The table starts with a non-zero value in every word (gups_initial), as
  * gups's does (its word i holds i): an emulation that guesses 0 is not
@@ -25,7 +28,7 @@
 #include <stdio.h>
 
 #define GUPS_WORDS   1024   /* 8 KiB: Sandia OpenSHMEM gups's table a PE */
-#define GUPS_WINDOW  64     /* updates in flight */
+#define GUPS_WINDOW  1024   /* updates in flight: gups's look-ahead bound */
 #define GUPS_BUSY_US 10000  /* the busy target's slice of compute */
 
 enum { GUPS_POST, GUPS_FETCH, GUPS_OPS };
@@ -121,12 +124,18 @@ static inline void gups_check_table(gups_t *g, const char *prog,
     }
 }
 
+/* A phase's line; slowdown 0: none (an idle target). */
 static inline void gups_print(int op, unsigned slice_us, unsigned window,
-                              unsigned long updates, double sec)
+                              unsigned long updates, double sec,
+                              double slowdown)
 {
-    printf("gups op=%s target=%s window=%u updates=%lu sec=%.3f rate=%.0f\n",
+    printf("gups op=%s target=%s window=%u updates=%lu sec=%.3f rate=%.0f",
            gups_op_names[op], slice_us ? "busy" : "idle", window, updates,
            sec, updates / sec);
+    if (slowdown > 0) {
+        printf(" slowdown=%.3f", slowdown);
+    }
+    printf("\n");
     fflush(stdout);
 }
 

@@ -42,7 +42,8 @@
  * the target word, GUPS_WINDOW in flight (then ucp_ep_flush_nbx, or a wait
  * for the fetches), for PHASE_MS while the target waits in
  * ucp_worker_progress (idle) and while it computes in GUPS_BUSY_US slices
- * (busy); the table read back at the end must match the origin's mirror.
+ * (busy; its slowdown against a baseline phase without traffic); the table
+ * read back at the end must match the origin's mirror.
  */
 #include <ucp/api/ucp.h>
 
@@ -518,13 +519,20 @@ static int gups_origin(unsigned phase_ms)
     static gups_t g;
     unsigned long n;
     unsigned s, slices, seq;
-    double t;
+    double t, base = 0;
     int op;
 
     gups_init(&g);
     origin_open();
     for (s = 0; s < sizeof(slices_us) / sizeof(slices_us[0]); ++s) {
         slices = slices_us[s] ? (phase_ms * 1000 / slices_us[s]) : phase_ms;
+        if (slices_us[s] != 0) {
+            seq = command(CMD_BASELINE, slices_us[s], slices);
+            while (load(&ctl->done_seq) != seq) {
+                usleep(1000);
+            }
+            base = ctl->wall_sec;
+        }
         for (op = 0; op < GUPS_OPS; ++op) {
             seq = command(CMD_TRAFFIC, slices_us[s], slices);
             while (load(&ctl->ack_seq) != seq) {
@@ -533,7 +541,8 @@ static int gups_origin(unsigned phase_ms)
             for (n = 0; load(&ctl->done_seq) != seq; n += GUPS_WINDOW) {
                 gups_batch(&g, op, GUPS_WINDOW);
             }
-            gups_print(op, slices_us[s], GUPS_WINDOW, n, now() - t);
+            gups_print(op, slices_us[s], GUPS_WINDOW, n, now() - t,
+                       slices_us[s] ? ctl->wall_sec / base : 0);
         }
     }
     gups_read_table(&g);

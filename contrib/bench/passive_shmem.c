@@ -25,7 +25,8 @@
  * GUPS_WINDOW at a time then shmem_quiet, and shmem_uint64_atomic_fetch_xor
  * one at a time (Open MPI 4.1's OSHMEM has no non-blocking fetching
  * atomics), while PE 1 waits inside OpenSHMEM (idle) or computes in
- * GUPS_BUSY_US slices (busy); PE 0 reads the table back at the end.
+ * GUPS_BUSY_US slices (busy; its slowdown against a baseline phase without
+ * traffic); PE 0 reads the table back at the end.
  */
 #include <shmem.h>
 
@@ -134,13 +135,14 @@ static int gups_main(int me, unsigned phase_ms, double per_us)
     unsigned long n;
     unsigned s, slices, window;
     long phase = 0;
-    double t;
+    double t, base = 0;
     int op;
 
     gups_init(&g);
     for (s = 0; s < sizeof(slices_us) / sizeof(slices_us[0]); ++s) {
         slices = slices_us[s] ? (phase_ms * 1000 / slices_us[s]) : phase_ms;
-        for (op = 0; op < GUPS_OPS; ++op) {
+        /* (a busy target's first phase is its baseline: no traffic) */
+        for (op = slices_us[s] ? -1 : 0; op < GUPS_OPS; ++op) {
             window = (op == GUPS_FETCH) ? 1 : GUPS_WINDOW;
             ++phase;
             shmem_barrier_all();
@@ -148,11 +150,17 @@ static int gups_main(int me, unsigned phase_ms, double per_us)
                 target_phase(phase, slices_us[s], slices, per_us);
                 continue;
             }
+            if (op < 0) {
+                origin_phase(phase, OP_NONE, NULL);
+                base = times[0];
+                continue;
+            }
             t = now();
             for (n = 0; done_phase < phase; n += window) {
                 gups_batch(&g, op, window);
             }
-            gups_print(op, slices_us[s], window, n, now() - t);
+            gups_print(op, slices_us[s], window, n, now() - t,
+                       slices_us[s] ? times[0] / base : 0);
         }
     }
     shmem_barrier_all();

@@ -8,14 +8,15 @@ gups' block of 'tables.py bench'). It reads DIR/gups.csv, which bench.sh
 writes from the lines of contrib/bench/passive.c ('passive gups') and
 passive_shmem.c ('passive_shmem gups'; the bench: contrib/bench/gups.h):
 
-  api,op,target,transport,atomic_mode,rep,window,rate
+  api,op,target,transport,atomic_mode,rep,window,rate,slowdown
 
 a row per phase of a pair: API ucp or shmem; OP xor_post or xor_fetch;
 TARGET idle (waiting in the library) or busy (computing, entering it every
 10 ms); TRANSPORT syncmem or rc_verbs (UCX_TLS=rc_verbs,ud_verbs);
 ATOMIC_MODE default (UCP picks) or cpu (UCX_ATOMIC_MODE=cpu); WINDOW the
-updates in flight; RATE updates per second, nan where the pair did not
-measure it.
+updates in flight; RATE updates per second; SLOWDOWN (busy only, else
+empty) the target's time for its slices with the updates over that
+without; nan where the pair did not measure them.
 """
 
 import os
@@ -48,7 +49,7 @@ def extent(rows):
 def gups_table(rows, runs):
     """Updates per second of each (transport, mode), each row an API's
     operation on an idle or busy target; ratios to rc_verbs with UCP's
-    default."""
+    default; a busy target's slowdown."""
     cols = [(x, m) for x in t.ordered(rows, "transport")
             for m in t.ordered(rows, "atomic_mode")
             if any(r["transport"] == x and r["atomic_mode"] == m for r in rows)]
@@ -58,6 +59,7 @@ def gups_table(rows, runs):
     header += ["%s (updates/s)" % column(*c) for c in cols]
     if ref in cols:
         header += ["%s / %s" % (column(*c), t.REFERENCE) for c in others]
+    header += ["slowdown %s" % column(*c) for c in cols]
     out = []
     keys = []
     for r in rows:
@@ -77,6 +79,12 @@ def gups_table(rows, runs):
             line.append("-" if med[c] is None else t.fmt(med[c]) + mark)
         if ref in cols:
             line += [t.fmt_ratio(t.ratio(med[c], med[ref])) for c in others]
+        # (empty for an idle target: no run measures it)
+        line += [runs.fmt("gups: %s %s %s %s slowdown" % (api, op, target, column(*c)),
+                          [r.get("slowdown", "") for r in mine
+                           if (r["transport"], r["atomic_mode"]) == c],
+                          expect=target == "busy", form="%.2f")
+                 for c in cols]
         out.append(line)
     return t.table(header, out)
 
@@ -98,14 +106,16 @@ def blocks(d, expected=True):
     text = ("#### Random updates: GUPS-shaped XOR to a remote table\n\n"
             "`contrib/bench/gups.h`: 64-bit XOR to random words of the "
             "target's 8 KiB table (every word non-zero at the start), posted "
-            "(then a flush) or fetched, with the updates in flight at once "
-            "that the API allows (OpenSHMEM's fetching atomics block); the "
+            "(then a flush) or fetched, 1024 in flight at once where the API "
+            "allows it (OpenSHMEM's fetching atomics block); the "
             "target waits in the library (idle) or computes, entering it "
             "every 10 ms (busy). Updates per second (higher is better), each "
             "the median of the runs; `cpu`: with `UCX_ATOMIC_MODE=cpu` (UCP "
             "does the atomics with active messages and the target's CPU); "
             "ratios to `rc_verbs` (`UCX_TLS=rc_verbs,ud_verbs`, where UCP "
-            "emulates them so by default).\n\n" + gups_table(rows, runs))
+            "emulates them so by default); slowdown: the busy target's time "
+            "for its slices with the updates over that without (lower is "
+            "better).\n\n" + gups_table(rows, runs))
     meta["run"] = t.run_summary(extent(rows), reps, runs)
     return ({"bench gups": t.stamp(meta, "contrib/bench.sh") + "\n" + text},
             ["%s: %s" % kv for kv in runs.failed.items()])
