@@ -74,6 +74,32 @@ protected:
         return status;
     }
 
+    // n fetching XORs one at a time on a word that is not 0, each fetched
+    // value and the word checked; what the emulation counted meanwhile.
+    uct_syncmem_amo_counters_t xors_one_at_a_time(unsigned n) {
+        buffer *mem = alloc(8, 0);
+        uint64_t word = 0x0123456789abcdefull, expect = word;
+        memcpy(mem->data.data(), &word, 8);
+        uint64_t addr = (uintptr_t)mem->data.data();
+        uct_syncmem_amo_counters_t before = amo_counters(m_sender), after;
+
+        for (unsigned i = 0; i < n; ++i) {
+            uint64_t value = (i + 1) * 0x0101010101ull, result = 0;
+            EXPECT_EQ(UCS_OK, run<uint64_t>(UCT_ATOMIC_OP_XOR, true, addr,
+                                            mem->rkey.rkey, value, 0,
+                                            &result));
+            EXPECT_EQ(expect, result) << "xor " << i;
+            expect ^= value;
+        }
+        memcpy(&word, mem->data.data(), 8);
+        EXPECT_EQ(expect, word);
+        after           = amo_counters(m_sender);
+        after.emulated -= before.emulated;
+        after.steps    -= before.steps;
+        after.guessed  -= before.guessed;
+        return after;
+    }
+
     template <typename T> void check_all_ops() {
         const T ones = (T)~(T)0;
         const T values[][3] = { // initial, operand, compare
@@ -154,26 +180,11 @@ TEST_F(syncmem_amo_test, every_op_32)
 TEST_F(syncmem_amo_test, a_guess_from_the_last_value_takes_one_step)
 {
     const unsigned n = 20;
-    buffer *mem = alloc(8, 0);
-    uint64_t word = 0x0123456789abcdefull, expect = word;
-    memcpy(mem->data.data(), &word, 8);
-    uint64_t addr = (uintptr_t)mem->data.data();
-    uct_syncmem_amo_counters_t before = amo_counters(m_sender);
+    uct_syncmem_amo_counters_t c = xors_one_at_a_time(n);
 
-    for (unsigned i = 0; i < n; ++i) {
-        uint64_t value = (i + 1) * 0x0101010101ull, result = 0;
-        ASSERT_EQ(UCS_OK, run<uint64_t>(UCT_ATOMIC_OP_XOR, true, addr,
-                                        mem->rkey.rkey, value, 0, &result));
-        EXPECT_EQ(expect, result) << "xor " << i;
-        expect ^= value;
-    }
-    memcpy(&word, mem->data.data(), 8);
-    EXPECT_EQ(expect, word);
-
-    uct_syncmem_amo_counters_t after = amo_counters(m_sender);
-    EXPECT_EQ(n, after.emulated - before.emulated);
-    EXPECT_EQ(n + 1, after.steps - before.steps);
-    EXPECT_EQ(n - 1, after.guessed - before.guessed);
+    EXPECT_EQ(n, c.emulated);
+    EXPECT_EQ(n + 1, c.steps);
+    EXPECT_EQ(n - 1, c.guessed);
 }
 
 // Posted XORs in flight together on one word. On a word the iface knows
@@ -346,23 +357,11 @@ TEST_F(syncmem_amo_noguess_test, every_op_32)
 TEST_F(syncmem_amo_noguess_test, a_word_not_0_takes_two_steps)
 {
     const unsigned n = 10;
-    buffer *mem = alloc(8, 0);
-    uint64_t word = 0x77, expect = word;
-    memcpy(mem->data.data(), &word, 8);
-    uct_syncmem_amo_counters_t before = amo_counters(m_sender);
+    uct_syncmem_amo_counters_t c = xors_one_at_a_time(n);
 
-    for (unsigned i = 0; i < n; ++i) {
-        uint64_t result = 0;
-        ASSERT_EQ(UCS_OK, run<uint64_t>(UCT_ATOMIC_OP_XOR, true,
-                                        (uintptr_t)mem->data.data(),
-                                        mem->rkey.rkey, 0x100 << i, 0,
-                                        &result));
-        EXPECT_EQ(expect, result);
-        expect ^= 0x100 << i;
-    }
-    uct_syncmem_amo_counters_t after = amo_counters(m_sender);
-    EXPECT_EQ(2 * n, after.steps - before.steps);
-    EXPECT_EQ(0u, after.guessed - before.guessed);
+    EXPECT_EQ(n, c.emulated);
+    EXPECT_EQ(2 * n, c.steps);
+    EXPECT_EQ(0u, c.guessed);
 }
 
 // Cached registrations allow everything once any write is asked for; the
