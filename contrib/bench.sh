@@ -317,15 +317,19 @@ ucp_env() {
 
 # Passive target (contrib/bench/passive.c, passive_mpi.c, passive_shmem.c): the
 # origin's atomics while the target computes. passive_pair API TL [gups
-# [MODE]] prints the origin's output; with gups, the random-update bench's
-# (contrib/bench/gups.h) instead, MODE cpu adding UCX_ATOMIC_MODE=cpu. UCP:
+# [SETTING]] prints the origin's output; with gups, the random-update
+# bench's (contrib/bench/gups.h) instead, SETTING cpu adding
+# UCX_ATOMIC_MODE=cpu, noguess UCX_SYNCMEM_AMO_GUESS_WORDS=0. UCP:
 # target on CPU 0 and origin on CPU 1 (two busy-polling processes on one
 # vCPU crawl); MPI and OpenSHMEM: one rank per core (--bind-to core).
 passive_pair() {
-    api=$1 tl=$2 gups=${3:-} mode=${4:-default}
+    api=$1 tl=$2 gups=${3:-} setting=${4:-default}
     # shellcheck disable=SC2046
     set -- $(ucp_env "$tl")
-    [ "$mode" = default ] || set -- "$@" "UCX_ATOMIC_MODE=$mode"
+    case $setting in
+        cpu)     set -- "$@" UCX_ATOMIC_MODE=cpu ;;
+        noguess) set -- "$@" UCX_SYNCMEM_AMO_GUESS_WORDS=0 ;;
+    esac
     case $api in
     ucp)
         d=$(mktemp -d /dev/shm/passive.XXXXXX)
@@ -468,7 +472,9 @@ passive_apis() {
 # in bench.meta's sections, --only gups): 64-bit XOR to random
 # words of the target's table, posted and fetched, the target idle and
 # busy; syncmem and rc_verbs,ud_verbs, each with UCP's atomics as it picks
-# them (UCX_ATOMIC_MODE's default) and with UCX_ATOMIC_MODE=cpu. Rows in
+# them (UCX_ATOMIC_MODE's default) and with UCX_ATOMIC_MODE=cpu, and
+# syncmem with UCX_SYNCMEM_AMO_GUESS_WORDS=0 (its emulation when its
+# guesses miss: every update two round trips). Rows in
 # gups.csv (the output in gups.log); a phase a pair did not measure (it
 # failed, found a wrong value, printed no line or a rate of 0) is nan.
 # SYNCMEM_GUPS_APIS (default "ucp shmem") narrows it.
@@ -476,16 +482,18 @@ gups_main() {
     reps=$1 out=$2
     pms=${SYNCMEM_PASSIVE_MS:-600}
     apis=$(passive_apis "${SYNCMEM_GUPS_APIS:-ucp shmem}")
-    echo "api,op,target,transport,atomic_mode,rep,window,rate,slowdown" > "$out/gups.csv"
+    echo "api,op,target,transport,setting,rep,window,rate,slowdown" > "$out/gups.csv"
     : > "$out/gups.log"
     rep=1
     while [ "$rep" -le "$reps" ]; do
         for api in $apis; do
             for tl in syncmem rc_verbs; do
-                for mode in default cpu; do
-                    echo "   [rep $rep/$reps] gups $api $tl atomic_mode=$mode" >&2
-                    echo "== rep $rep $api $tl $mode" >> "$out/gups.log"
-                    passive_pair "$api" "$tl" gups "$mode" > "$out/gups.one"
+                settings="default cpu"
+                [ "$tl" != syncmem ] || settings="$settings noguess"
+                for setting in $settings; do
+                    echo "   [rep $rep/$reps] gups $api $tl $setting" >&2
+                    echo "== rep $rep $api $tl $setting" >> "$out/gups.log"
+                    passive_pair "$api" "$tl" gups "$setting" > "$out/gups.one"
                     cat "$out/gups.one" >> "$out/gups.log"
                     bad=$(grep -E "failed: exit|wrong=[1-9]" "$out/gups.one" | head -n 1)
                     for op in xor_post xor_fetch; do
@@ -501,10 +509,10 @@ gups_main() {
                             elif [ "$target" = busy ] && [ -z "${row##*,}" ]; then why="no slowdown in its line (gups.log)"
                             fi
                             if [ -n "$why" ]; then
-                                failed_run "gups $api $op $target $tl atomic_mode=$mode rep $rep" "$why"
+                                failed_run "gups $api $op $target $tl $setting rep $rep" "$why"
                                 row="${row%%,*},nan,$([ "$target" = busy ] && echo nan)"
                             fi
-                            echo "$api,$op,$target,$tl,$mode,$rep,$row" >> "$out/gups.csv"
+                            echo "$api,$op,$target,$tl,$setting,$rep,$row" >> "$out/gups.csv"
                         done
                     done
                     rm -f "$out/gups.one"
