@@ -19,9 +19,10 @@
 #  - only with --only scale: what an endpoint costs at 1 to 1024 endpoints
 #    per worker (scale.c), syncmem, reconnect on and off, and rc_verbs;
 #  - only with --only mpi_scale, in the two-host guest: an Open MPI job of
-#    4 to 16 ranks, oversubscribed, all-to-all and fetch-and-op between all
-#    pairs, time and memory per rank (mpi_scale.c), UCX_TLS=syncmem and
-#    rc_verbs,ud_verbs.
+#    4 to 24 ranks, oversubscribed, all-to-all and fetch-and-op between all
+#    pairs, time and memory per rank (mpi_scale.c), rxe's error and retry
+#    counters and syncmem's stalled QPs and reconnects per job
+#    (mpi_scale.sh), UCX_TLS=syncmem and rc_verbs,ud_verbs.
 # It writes bench-results/results.csv, callgrind.csv, regcost.txt,
 # rcache.csv, sweep.csv, passive.csv (with the programs' output in
 # passive.log), gups.csv (gups.log), ucp_tag_bw.csv (ucp_tag_bw.log), scale.csv (scale.log, scale.info), mpi_scale.csv
@@ -671,7 +672,7 @@ fi
 reps=3 only='' sweep=yes min_size=0 max_size=4194304 markdown=''
 while [ $# -gt 0 ]; do
     case "$1" in
-        -h|--help)  sed -n '3,61s/^# \{0,1\}//p' "$0"; exit 0 ;;
+        -h|--help)  sed -n '3,65s/^# \{0,1\}//p' "$0"; exit 0 ;;
         --no-build) nobuild=1 ;;
         --reps)     reps=$2; shift ;;
         --only)     only=$2; shift ;;

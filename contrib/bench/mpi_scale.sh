@@ -28,7 +28,12 @@
 # share. Measured: 24 run over both (rc_verbs' ranks about 150 MiB each
 # after the tests, syncmem's 60); at 32 the kernel kills rc_verbs' ranks,
 # syncmem's run (65 MiB each). A rank the kernel kills is a failed job,
-# its rows nan. The CPUs allow that many: with
+# its rows nan. Per job also what went wrong on the wire and what syncmem
+# did about it (mpi_scale_counter_rows, mpi_scale_log_rows): rxe's
+# counters over the job, both devices summed, and syncmem's QPs taken for
+# stalled and its reconnects, counted in the job's output; for that the
+# jobs of both transports run at UCX_LOG_LEVEL=diag (a few lines a job
+# when nothing goes wrong). The CPUs allow that many: with
 # mpi_yield_when_idle a rank waiting in MPI gives its vCPU away, so 8 ranks
 # a vCPU are slow, not stuck. Every job runs under 'timeout', and
 # mpi_scale gives up itself after SYNCMEM_MPI_SCALE_BUDGET seconds (300).
@@ -55,10 +60,13 @@ fetch_and_op us
 rss_init kB
 rss_end kB
 hwm_end kB"
+    # (the devices as rdma names them: DEV/PORT)
     if [ "$dev1" = "$dev" ]; then
         echo "every rank on $dev" > "$out/mpi_scale.info"
+        devs=$(echo "$dev" | tr : /)
     else
         echo "even ranks on $dev, odd ones on $dev1" > "$out/mpi_scale.info"
+        devs=$(echo "$dev $dev1" | tr : /)
     fi
     preload=$("$top/contrib/tools/syncmem-run" --print)
     # each rank takes its device by its parity ($1 even, $2 odd)
@@ -74,6 +82,7 @@ hwm_end kB"
                 echo "== rep $rep np=$np $tl" >> "$out/mpi_scale.log"
                 # UCP's environment for TL but the device, which the rank picks
                 xs=$(ucp_env "$tl" | tr ' ' '\n' | sed -n 's/^UCX_NET_DEVICES=.*//; /./s/^/-x /p')
+                mpi_scale_snap "$out/mpi_scale.before"
                 t0=$(date +%s) prc=0
                 if [ -n "$missing" ]; then
                     echo "$missing" > "$out/mpi_scale.one"; prc=127
@@ -84,10 +93,11 @@ hwm_end kB"
                         --bind-to none --mca mpi_yield_when_idle 1 \
                         --mca pml ucx --mca osc ucx --mca btl self \
                         --mca pml_ucx_devices any --mca pml_ucx_tls any \
-                        $xs -x "$preload" sh -c "$pick" pick "$dev" "$dev1" \
+                        $xs -x UCX_LOG_LEVEL=diag -x "$preload" sh -c "$pick" pick "$dev" "$dev1" \
                         "$prog" -b "$budget" > "$out/mpi_scale.one" 2>&1 || prc=$?
                 fi
                 secs=$(($(date +%s) - t0))
+                mpi_scale_snap "$out/mpi_scale.after"
                 cat "$out/mpi_scale.one" >> "$out/mpi_scale.log"
                 echo "== exit $prc after $secs s" >> "$out/mpi_scale.log"
                 echo "      exit $prc after $secs s" >&2
@@ -112,18 +122,30 @@ hwm_end kB"
                 [ "$res" = "result ok" ] || why="${why:+$why: }${res:-no result line}"
                 mpi_scale_rows "$tl" "$np" "$rep" "$why" "$ops" \
                     < "$out/mpi_scale.one" > "$out/mpi_scale.rows"
-                cat "$out/mpi_scale.rows" >> "$out/mpi_scale.csv"
-                # (a job that failed, or left an op unmeasured, fails)
+                { mpi_scale_counter_rows "$tl" "$np" "$rep" "$missing" "$devs" \
+                      "$out/mpi_scale.before" "$out/mpi_scale.after"
+                  mpi_scale_log_rows "$tl" "$np" "$rep" "$missing" < "$out/mpi_scale.one"
+                } > "$out/mpi_scale.counts"
+                cat "$out/mpi_scale.rows" "$out/mpi_scale.counts" >> "$out/mpi_scale.csv"
+                # (a job that failed, left an op unmeasured, or whose
+                # counts could not be read, fails)
                 nan=$(grep -c ',nan,nan,' "$out/mpi_scale.rows" || true)
+                cnan=$(grep -c ',nan,nan,' "$out/mpi_scale.counts" || true)
                 if [ -n "$why" ] || [ "$nan" -ne 0 ]; then
-                    failed_run "mpi_scale $tl np=$np rep $rep" \
-                        "${why:-result ok, but not every op measured}; $nan of $(echo "$ops" | grep -c .) ops nan (mpi_scale.log)"
+                    why="${why:-result ok, but not every op measured}; $nan of $(echo "$ops" | grep -c .) ops nan"
+                elif [ "$cnan" -ne 0 ]; then
+                    why="result ok"
                 fi
+                if [ "$cnan" -ne 0 ]; then
+                    why="$why; $cnan of $(grep -c '' "$out/mpi_scale.counts") counts nan: $(grep ',nan,nan,' "$out/mpi_scale.counts" | head -n 1 | cut -d, -f8-)"
+                fi
+                [ -z "$why" ] || failed_run "mpi_scale $tl np=$np rep $rep" "$why (mpi_scale.log)"
             done
         done
         rep=$((rep + 1))
     done
-    rm -f "$out/mpi_scale.one" "$out/mpi_scale.rows"
+    rm -f "$out/mpi_scale.one" "$out/mpi_scale.rows" "$out/mpi_scale.counts" \
+          "$out/mpi_scale.before" "$out/mpi_scale.after"
 }
 
 # mpi_scale_rows TL NP REP WHY OPS < OUTPUT: a CSV row for each op of OPS
@@ -162,6 +184,93 @@ mpi_scale_rows() {
                 gsub(/,/, ";", r)
                 print tl "," np "," rep "," w[1] "," w[2] ",nan,nan," r
             }
+        }'
+}
+
+# rxe's counters that a job's rows give (as 'rdma statistic show' names
+# them, and their unit): packets it could not hand to the netdev, the
+# requester's retransmissions (a go-back-N after a timeout or a sequence
+# NAK), and QPs whose retries, or RNR retries, ran out (to error)
+mpi_scale_counters="send_err packets
+completer_retry_err count
+retry_exceeded_err count
+retry_rnr_exceeded_err count"
+
+# mpi_scale_snap FILE: 'rdma statistic show' (every port's counters) into
+# FILE; where it cannot run, or fails, a line '! why' there too
+mpi_scale_snap() {
+    if ! command -v rdma >/dev/null; then
+        echo "! no rdma command (iproute2)" > "$1"
+        return 0
+    fi
+    rdma statistic show > "$1" 2> "$1.err" ||
+        echo "! 'rdma statistic show' exited $?: $(head -n 1 "$1.err")" >> "$1"
+    rm -f "$1.err"
+}
+
+# mpi_scale_counter_rows TL NP REP MISSING DEVS BEFORE AFTER: a CSV row for
+# each of $mpi_scale_counters: how much it grew from snapshot BEFORE to
+# AFTER (mpi_scale_snap), summed over DEVS ('rxe0/1 rxe1/1'); nan and why
+# where a snapshot failed, lacks it for a device or went back, never 0;
+# with MISSING (no job ran) nan and MISSING
+mpi_scale_counter_rows() {
+    awk -v tl="$1" -v np="$2" -v rep="$3" -v missing="$4" -v devs="$5" \
+        -v before="$6" -v counters="$mpi_scale_counters" '
+        { f = (FILENAME == before) ? "before" : "after" }
+        /^!/ { bad[f] = substr($0, 3); next }
+        $1 == "link" { for (i = 3; i < NF; i += 2) v[f, $2, $i] = $(i + 1) }
+        END {
+            nd = split(devs, dev, " ")
+            n = split(counters, line, "\n")
+            for (i = 1; i <= n; i++) {
+                if (split(line[i], w, " ") < 2) continue
+                c = w[1]; sum = 0; why = missing
+                for (j = 1; j <= nd && why == ""; j++) {
+                    for (k = 1; k <= 2 && why == ""; k++) {
+                        f = (k == 1) ? "before" : "after"
+                        if (f in bad)
+                            why = bad[f] " (" f " the job)"
+                        else if (!((f, dev[j], c) in v))
+                            why = "no " c " of " dev[j] " in rdma statistic show (" f " the job)"
+                        else if (v[f, dev[j], c] !~ /^[0-9]+$/)
+                            why = c " of " dev[j] " is " v[f, dev[j], c] " (" f " the job)"
+                    }
+                    if (why == "" && v["after", dev[j], c] < v["before", dev[j], c])
+                        why = c " of " dev[j] " went back from " v["before", dev[j], c] \
+                              " to " v["after", dev[j], c]
+                    sum += v["after", dev[j], c] - v["before", dev[j], c]
+                }
+                if (why == "") {
+                    print tl "," np "," rep "," c "," w[2] "," sum "," sum ","
+                    continue
+                }
+                gsub(/,/, ";", why)
+                print tl "," np "," rep "," c "," w[2] ",nan,nan," why
+            }
+        }' "$6" "$7"
+}
+
+# mpi_scale_log_rows TL NP REP MISSING < OUTPUT: syncmem's rows
+# stalled_qps (its watchdog took a QP for wedged: 'taking the QP for
+# wedged', syncmem_watchdog.c) and reconnects ('failed at request ...;
+# reconnecting', syncmem_reconnect.c), counted in the job's output
+# (UCX_LOG_LEVEL=diag); with MISSING (no job ran) nan and MISSING. None
+# for rc_verbs, which neither takes QPs for stalled nor reconnects (an
+# error there fails the job: its result line says so)
+mpi_scale_log_rows() {
+    [ "$1" = syncmem ] || return 0
+    awk -v tl="$1" -v np="$2" -v rep="$3" -v missing="$4" '
+        /syncmem: .*taking the QP for wedged/ { stalled++ }
+        /syncmem: .* failed at request [0-9]+ \(.*\); reconnecting/ { reconnects++ }
+        END {
+            gsub(/,/, ";", missing)
+            if (missing != "") {
+                print tl "," np "," rep ",stalled_qps,count,nan,nan," missing
+                print tl "," np "," rep ",reconnects,count,nan,nan," missing
+                exit
+            }
+            print tl "," np "," rep ",stalled_qps,count," stalled + 0 "," stalled + 0 ","
+            print tl "," np "," rep ",reconnects,count," reconnects + 0 "," reconnects + 0 ","
         }'
 }
 
