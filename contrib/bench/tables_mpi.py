@@ -13,7 +13,10 @@ a row per Open MPI job (TRANSPORT: syncmem or rc_verbs, meaning
 UCX_TLS=rc_verbs,ud_verbs; NP ranks; REP) and op: MEDIAN and MAX are the
 median and the largest across the job's ranks of each rank's number (a
 time: the median of its calls, in usec; memory: its VmRSS or VmHWM in
-kB); nan and a note (why) where the job could not measure it.
+kB); nan and a note (why) where the job could not measure it. And rows
+of the job as a whole (COUNTS), MEDIAN and MAX both its number: how much
+rxe's counters grew over it (rxe0 and rxe1 summed; unit packets or
+count), and syncmem's QPs taken for stalled and reconnects (count).
 """
 
 import os
@@ -35,6 +38,21 @@ OPS = {
     "rss_end": "resident after the tests",
     "hwm_end": "peak resident (VmHWM)",
 }
+
+
+# The job's counts (rows whose MEDIAN and MAX are the job's one number),
+# in the order of their columns: (op, its column, how the reps are
+# summed up: 'median' the median of the reps and their largest, 'sum'
+# their sum). stalled_qps and reconnects are syncmem's only: rc_verbs has
+# no rows of them ('n/a').
+COUNTS = [
+    ("send_err", "send_err (packets)", "median"),
+    ("completer_retry_err", "retransmissions", "median"),
+    ("retry_exceeded_err", "retries exhausted", "sum"),
+    ("retry_rnr_exceeded_err", "RNR retries exhausted", "sum"),
+    ("stalled_qps", "QPs taken for stalled", "sum"),
+    ("reconnects", "reconnects", "sum"),
+]
 
 
 def extent(rows):
@@ -85,6 +103,49 @@ def op_table(rows, runs, unit):
     return t.table(header, out) if out else ""
 
 
+def fmt_count(v):
+    """A count, or the median of an even number of them: '3', '4.5'."""
+    return "%d" % v if v == int(v) else "%.1f" % v
+
+
+def count_table(rows, runs):
+    """The jobs' counts (COUNTS), a row per transport and rank count: of
+    each 'median' count the median of the runs and the largest; of each
+    'sum' count the sum over the runs (marked (K of N) where only K gave a
+    number). A transport with no rows of a count: 'n/a'."""
+    cols = [c for c in COUNTS if any(r["op"] == c[0] for r in rows)]
+    if not cols:
+        return ""
+    header = ["transport", "ranks"]
+    for op, name, how in cols:
+        header += ["%s, median" % name, "%s, max" % name] if how == "median" \
+            else ["%s (sum)" % name]
+    tls = t.ordered(rows, "transport")
+    nps = sorted(t.ordered(rows, "np"), key=lambda n: int(n) if n.isdigit() else 0)
+    out = []
+    for x in tls:
+        for n in nps:
+            mine = [r for r in rows if r["transport"] == x and r["np"] == n]
+            if not any(r["op"] == c[0] for r in mine for c in cols):
+                continue
+            line = [x, n]
+            for op, name, how in cols:
+                vals = [r["median"] for r in mine if r["op"] == op]
+                if not vals:
+                    line += ["n/a"] * (2 if how == "median" else 1)
+                    continue
+                med, mark = runs.median("mpi_scale: %s np=%s %s" % (op, n, x), vals)
+                got = [v for v in map(t.num, vals) if v is not None]
+                if med is None:
+                    line += ["-"] * (2 if how == "median" else 1)
+                elif how == "median":
+                    line += [fmt_count(med) + mark, fmt_count(max(got)) + mark]
+                else:
+                    line.append(fmt_count(sum(got)) + mark)
+            out.append(line)
+    return t.table(header, out) if out else ""
+
+
 def blocks(d, expected=True):
     """({'bench mpi_scale': text}, [what failed]) from DIR/mpi_scale.csv
     (and mpi_scale.info: where the ranks ran). No mpi_scale.csv is an error
@@ -112,6 +173,16 @@ def blocks(d, expected=True):
         text += "Time per call (usec):\n\n" + times
     if mem:
         text += "\nMemory per rank (kB):\n\n" + mem
+    counts = count_table(rows, runs)
+    if counts:
+        text += ("\nThe wire and syncmem's recoveries per job: how much rxe's "
+                 "counters grew over the job (rxe0 and rxe1 summed; `send_err`: "
+                 "packets rxe could not hand to the netdev, retransmissions: "
+                 "`completer_retry_err`, retries exhausted: `retry_exceeded_err`, "
+                 "`retry_rnr_exceeded_err`), and syncmem's QPs taken for stalled "
+                 "and reconnects, counted in the job's output "
+                 "(`UCX_LOG_LEVEL=diag`; n/a for rc_verbs, which has neither). "
+                 "Median and largest of the runs, or their sum:\n\n" + counts)
     # (a job's ops that failed for one reason, on one line)
     bad = {}
     for r in rows:
