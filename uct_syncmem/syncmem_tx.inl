@@ -62,9 +62,23 @@ uct_syncmem_ep_tx_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_syncmem_ep_check_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 {
-    if (ucs_likely(uct_syncmem_ep_has_tx_res(iface, ep) &&
+    if (ucs_likely((ep->tx.available > 0) &&
+                   (iface->cq_available > (int)iface->config.tx_signal_every) &&
                    (ucs_arbiter_group_is_empty(&ep->arb_group) ||
                     (iface->dispatching == ep)))) {
+        return UCS_OK;
+    }
+
+    if (uct_syncmem_ep_has_tx_res(iface, ep) &&
+        (ucs_arbiter_group_is_empty(&ep->arb_group) ||
+         (iface->dispatching == ep))) {
+        /* Few send CQ entries left: this request asks for a completion.
+         * With many endpoints, each may hold up to TX_MODERATION - 1
+         * entries that no completion reports yet; asking on every request
+         * now gives them back as they complete, where waiting for the CQ
+         * to run out would refuse operations and walk every endpoint
+         * (uct_syncmem_iface_cq_rescue) */
+        ep->tx.sig_sn = ep->tx.sn + 1;
         return UCS_OK;
     }
 

@@ -563,6 +563,79 @@ TEST_F(syncmem_rma_test, many_endpoints_never_starve_the_send_cq)
     } // the fixture destroys the endpoints and the iface
 }
 
+// Once no more send CQ entries are left than TX_MODERATION, every request
+// asks for a completion (as rc_verbs does), so the entries that endpoints'
+// unsignalled requests hold come back without the rescue's empty writes:
+// round-robin puts over 4 endpoints until the CQ is full, no progress in
+// between; then progress alone gives every entry back, and no endpoint
+// posted anything more (the watchdog, which also posts empty writes, is
+// kept away by a long RC_STALL_TIMEOUT).
+TEST_F(syncmem_rma_test, a_nearly_full_send_cq_signals_every_request)
+{
+    const unsigned num_eps = 4;
+    uct_iface_h iface;
+    ASSERT_EQ(UCS_OK, open_iface(m_md, "syncmem", m_dev, &iface,
+                                 {{"TX_CQ_LEN", "128"},
+                                  {"TX_MODERATION", "64"},
+                                  {"RC_STALL_TIMEOUT", "600s"}}));
+    const uct_syncmem_iface_t *siface = ucs_derived_of(iface,
+                                                       uct_syncmem_iface_t);
+    std::vector<uct_ep_h> eps;
+    std::vector<uint16_t> sn;
+    for (unsigned i = 0; i < num_eps; ++i) {
+        eps.push_back(connect(iface, m_receiver));
+        ASSERT_NE(nullptr, eps.back());
+    }
+    buffer *dst = alloc(num_eps * 8, 0);
+    uint64_t *words = reinterpret_cast<uint64_t*>(dst->data.data());
+    for (uct_ep_h ep : eps) {
+        flush(ep);
+    }
+    const int full = siface->cq_available;
+    for (uct_ep_h ep : eps) {
+        sn.push_back(ucs_derived_of(ep, uct_syncmem_ep_t)->tx.sn);
+    }
+
+    unsigned posted = 0, signalled_late = 0;
+    for (uint64_t v = 1;; ++v) {
+        unsigned i = posted % num_eps;
+        const uct_syncmem_ep_t *sep = ucs_derived_of(eps[i], uct_syncmem_ep_t);
+        int before = siface->cq_available;
+        ucs_status_t status = uct_ep_put_short(eps[i], &v, sizeof(v),
+                                               (uintptr_t)&words[i],
+                                               dst->rkey.rkey);
+        if (status == UCS_ERR_NO_RESOURCE) {
+            break;
+        }
+        ASSERT_EQ(UCS_OK, status) << "put " << posted;
+        ++posted;
+        if (before <= (int)siface->config.tx_signal_every) {
+            EXPECT_FALSE(uct_syncmem_ep_last_unsignaled(siface, sep))
+                    << "put " << posted << " with " << before
+                    << " CQ entries left was not signalled";
+            ++signalled_late;
+        }
+        ASSERT_LT(posted, 4u * (unsigned)full) << "the CQ never filled";
+    }
+    EXPECT_EQ(0, siface->cq_available) << "refused with CQ entries left";
+    EXPECT_GE(signalled_late, siface->config.tx_signal_every);
+
+    EXPECT_TRUE(wait_for("every send CQ entry to come back", [&] {
+        return siface->cq_available == full;
+    })) << siface->cq_available << " of " << full;
+    for (unsigned i = 0; i < num_eps; ++i) {
+        EXPECT_EQ((uint16_t)(sn[i] + (posted + num_eps - 1 - i) / num_eps),
+                  ucs_derived_of(eps[i], uct_syncmem_ep_t)->tx.sn)
+                << "ep " << i << " posted more than its puts";
+    }
+    for (uct_ep_h ep : eps) {
+        flush(ep);
+    }
+    for (unsigned i = 0; i < num_eps; ++i) {
+        EXPECT_NE(0u, words[i]) << "ep " << i;
+    }
+}
+
 // A flush after an operation that took its ring's last room, unsignalled,
 // grows the ring for its empty write: it answers UCS_INPROGRESS, not
 // UCS_ERR_NO_RESOURCE (a ring of 4 entries holds 2 requests; no progress
