@@ -45,6 +45,15 @@ uct_syncmem_ep_tx_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
             (uct_syncmem_replay_grow(ep) == UCS_OK)); /* connected only */
 }
 
+/* The next request of ep asks for a completion (out of line: a store here
+ * would cost the operations' fast path registers) */
+static UCS_F_NOINLINE ucs_status_t
+uct_syncmem_ep_signal_next(uct_syncmem_ep_t *ep)
+{
+    ep->tx.sig_sn = ep->tx.sn + 1;
+    return UCS_OK;
+}
+
 /* uct_syncmem_ep_check_room's answer for an endpoint that is parked
  * (uct_syncmem_replay_park) and may send: the operation takes its ring
  * (uct_syncmem_ep_unpark) and goes again. Never returned to UCT's users. */
@@ -78,8 +87,7 @@ uct_syncmem_ep_check_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
          * now gives them back as they complete, where waiting for the CQ
          * to run out would refuse operations and walk every endpoint
          * (uct_syncmem_iface_cq_rescue) */
-        ep->tx.sig_sn = ep->tx.sn + 1;
-        return UCS_OK;
+        return uct_syncmem_ep_signal_next(ep);
     }
 
     if (ep->state == UCT_SYNCMEM_EP_FAILED) {
