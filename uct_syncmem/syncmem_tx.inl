@@ -59,6 +59,15 @@ uct_syncmem_ep_signal_next(uct_syncmem_ep_t *ep)
  * (uct_syncmem_ep_unpark) and goes again. Never returned to UCT's users. */
 #define UCT_SYNCMEM_ERR_PARKED ((ucs_status_t)(UCS_ERR_LAST - 1))
 
+/* Not behind requests waiting in the pending queue (or one of them, being
+ * dispatched): a new operation may not overtake them. */
+static UCS_F_ALWAYS_INLINE int
+uct_syncmem_ep_goes_next(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
+{
+    return ucs_arbiter_group_is_empty(&ep->arb_group) ||
+           (iface->dispatching == ep);
+}
+
 /*
  * Whether an operation may be posted now. Requests waiting in the pending
  * queue go first, so a new operation may not overtake them (except when it
@@ -73,14 +82,12 @@ uct_syncmem_ep_check_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
 {
     if (ucs_likely((ep->tx.available > 0) &&
                    (iface->cq_available > (int)iface->config.tx_signal_every) &&
-                   (ucs_arbiter_group_is_empty(&ep->arb_group) ||
-                    (iface->dispatching == ep)))) {
+                   uct_syncmem_ep_goes_next(iface, ep))) {
         return UCS_OK;
     }
 
     if (uct_syncmem_ep_has_tx_res(iface, ep) &&
-        (ucs_arbiter_group_is_empty(&ep->arb_group) ||
-         (iface->dispatching == ep))) {
+        uct_syncmem_ep_goes_next(iface, ep)) {
         /* Few send CQ entries left: this request asks for a completion.
          * With many endpoints, each may hold up to TX_MODERATION - 1
          * entries that no completion reports yet; asking on every request
@@ -102,8 +109,7 @@ uct_syncmem_ep_check_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
     } else if (((ep->state == UCT_SYNCMEM_EP_CONNECTING) ||
                 ((ep->state == UCT_SYNCMEM_EP_CONNECTED) && ep->fence_wait)) &&
                !ep->fence_again && (ep->replay.stride != 0) &&
-               (ucs_arbiter_group_is_empty(&ep->arb_group) ||
-                (iface->dispatching == ep))) {
+               uct_syncmem_ep_goes_next(iface, ep)) {
         /* connecting, or a fence waits: kept in the ring until CONNECT or
          * the fence is over; the operation calls out to say how
          * (uct_syncmem_ep_unpark), and then goes */
@@ -114,8 +120,7 @@ uct_syncmem_ep_check_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
     } else if ((ep->replay.ring == NULL) && (ep->replay.stride != 0)) {
         /* parked: takes a ring and goes at once, unless behind its
          * pending requests (pending_add took one already) */
-        if (ucs_arbiter_group_is_empty(&ep->arb_group) ||
-            (iface->dispatching == ep)) {
+        if (uct_syncmem_ep_goes_next(iface, ep)) {
             return UCT_SYNCMEM_ERR_PARKED;
         }
     } else if (uct_syncmem_ep_tx_limit(iface, ep) <
@@ -128,8 +133,7 @@ uct_syncmem_ep_check_room(uct_syncmem_iface_t *iface, uct_syncmem_ep_t *ep)
          * waits: no ring grows then (uct_syncmem_replay_grow), and the
          * operation would be sent back here */
         if (!ep->fence_wait &&
-            (ucs_arbiter_group_is_empty(&ep->arb_group) ||
-             (iface->dispatching == ep))) {
+            uct_syncmem_ep_goes_next(iface, ep)) {
             return UCT_SYNCMEM_ERR_PARKED;
         }
         iface->grow_due  = 1;
