@@ -32,6 +32,12 @@ protected:
         // by UCP's keepalive (its default: 20 s)
         ASSERT_EQ(UCS_OK, ucp_config_modify(config, "KEEPALIVE_INTERVAL",
                                             "1s"));
+        // rendezvous from 256 KiB on every UCX release: UCX 1.18's own
+        // choice ("auto") on Soft-RoCE is eager copy at every size, for
+        // rc_verbs as for syncmem (its zero-copy estimate adds a latency that
+        // the copy, hidden under a 230 MB/s wire, never pays); 1.16 and 1.22
+        // choose rendezvous from 64-240 KiB, 1.13 from its own threshold
+        ASSERT_EQ(UCS_OK, ucp_config_modify(config, "RNDV_THRESH", "256K"));
         ucp_params_t params = {};
         params.field_mask   = UCP_PARAM_FIELD_FEATURES;
         params.features     = UCP_FEATURE_TAG;
