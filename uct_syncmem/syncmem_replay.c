@@ -428,8 +428,9 @@ static int uct_syncmem_replay_reply_wanted(uct_syncmem_ep_t *ep, uint16_t sn,
  * of each, so that completions, fences and PSNs stay as they were), a get
  * excepted (its data never came back); of them an atomic whose old value
  * was wanted fails (the value is gone), the others succeed. From the first
- * that did not run, everything is posted again as itself, atomics too:
- * they run once. *ran_p: how many ran; *atomics_p: atomics of the old QP
+ * that did not run, everything is posted again as itself, atomics too
+ * (they run once), but an atomic at rq_psn itself: the responder may have
+ * been running it as it stopped, so it fails as one of unknown outcome. *ran_p: how many ran; *atomics_p: atomics of the old QP
  * that post again as themselves (the peer never ran them).
  * UCS_ERR_INVALID_PARAM (and nothing changes): rq_psn lies outside the
  * PSNs those requests took, so it is not about them.
@@ -472,6 +473,18 @@ ucs_status_t uct_syncmem_replay_peer_ran(uct_syncmem_ep_t *ep,
             ep->lost.last_sn = sn;
             ++ep->lost.count;
         }
+    }
+
+    /* The responder may be running the request at rq_psn as it stops, and
+     * moves the PSN only after the atomic ran (Soft-RoCE 6.1 ran one twice:
+     * doc/design.md): an atomic there has an unknown outcome, never posted
+     * again. Later ones wait behind it, in order: they never ran. */
+    e = uct_syncmem_replay_entry(&ep->replay, sn);
+    if ((sn != (uint16_t)(first + sent)) &&
+        uct_syncmem_opcode_is_atomic(e->opcode) && !e->lost) {
+        e->lost          = 1;
+        ep->lost.last_sn = sn;
+        ++ep->lost.count;
     }
 
     *ran_p                 = (uint16_t)(sn - first);
