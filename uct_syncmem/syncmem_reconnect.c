@@ -217,7 +217,6 @@ static ucs_status_t uct_syncmem_reconnect_finish(uct_syncmem_ep_t *ep,
     uint16_t count             = ep->tx.sn - ep->reconnect.fail_sn +
                                  1; /* posted again */
     unsigned ran               = 0;
-    unsigned again             = 0;
     char peer[64]              = "";
     uint16_t posted;
     ucs_status_t status;
@@ -227,12 +226,10 @@ static ucs_status_t uct_syncmem_reconnect_finish(uct_syncmem_ep_t *ep,
     } else {
         if (ep->cm.rep_stopped) {
             ep->cm.rep_stopped = 0; /* one round's answer */
-            status = uct_syncmem_replay_peer_ran(ep, ep->cm.rep_rq_psn, &ran,
-                                                 &again);
+            status = uct_syncmem_replay_peer_ran(ep, ep->cm.rep_rq_psn, &ran);
             if (status == UCS_OK) {
                 ucs_snprintf_safe(peer, sizeof(peer), " (%u had run at the"
-                                  " peer; %u atomics post again)", ran,
-                                  again);
+                                  " peer)", ran);
             } else {
                 ucs_snprintf_safe(peer, sizeof(peer), " (the peer's PSN 0x%x"
                                   " is not about them)", ep->cm.rep_rq_psn);

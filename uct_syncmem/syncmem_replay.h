@@ -85,8 +85,7 @@ void uct_syncmem_replay_destroy_old_qp(uct_syncmem_ep_t *ep);
 ucs_status_t uct_syncmem_replay_post(uct_syncmem_ep_t *ep, uint16_t first,
                                      uint16_t count, int how);
 ucs_status_t uct_syncmem_replay_peer_ran(uct_syncmem_ep_t *ep,
-                                         uint32_t rq_psn, unsigned *ran_p,
-                                         unsigned *atomics_p);
+                                         uint32_t rq_psn, unsigned *ran_p);
 uint32_t uct_syncmem_replay_npkts(const uct_syncmem_ep_t *ep, uint16_t first,
                                   uint16_t count);
 /* " (RDMA_READ of 16384 bytes at 0x...)": what request sn was, for a log

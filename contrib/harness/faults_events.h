@@ -6,8 +6,6 @@
  *
  *   event reconnect resumed MS   the same QP pair, resumed, after MS ms
  *   event reconnect newqp MS     onto a new QP, after MS ms
- *   event reconnect newqp MS again N   ...where the peer said which requests
- *                                ran: N atomics posted again (never ran)
  *   event reconnect gaveup       RECONNECT_TIMEOUT passed: the ep failed
  *   event cm resend N M          a REQ sent again, the Nth time of the
  *                                endpoint's M (UCX_SYNCMEM_CM_RETRIES)
@@ -48,7 +46,7 @@ faults_events_handler(const char *file, unsigned line, const char *function,
                       const ucs_log_component_config_t *comp_conf,
                       const char *format, va_list ap)
 {
-    char text[1024], *after, *peer;
+    char text[1024], *after;
     unsigned again, tries;
     double ms = -1;
     va_list aq;
@@ -77,10 +75,6 @@ faults_events_handler(const char *file, unsigned line, const char *function,
         after = strstr(text, " after ");
         if ((after == NULL) || (sscanf(after, " after %lf ms", &ms) != 1)) {
             printf("event reconnect unparsed %s\n", text);
-        } else if (((peer = strstr(text, " had run at the peer; ")) != NULL) &&
-                   (sscanf(peer, " had run at the peer; %u atomics post again",
-                           &again) == 1)) {
-            printf("event reconnect newqp %.0f again %u\n", ms, again);
         } else {
             printf("event reconnect %s %.0f\n",
                    strstr(after, "resumed") ? "resumed" : "newqp", ms);
