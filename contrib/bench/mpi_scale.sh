@@ -77,8 +77,12 @@ hwm_end kB"
     tmo=$((budget + 60))
     rep=1
     while [ "$rep" -le "$reps" ]; do
+        # the two transports' jobs back to back, which first alternating
+        # rep by rep (tables_mpi.py takes each rep's ratio)
+        tls="syncmem rc_verbs"
+        [ $((rep % 2)) = 1 ] || tls="rc_verbs syncmem"
         for np in $nps; do
-            for tl in syncmem rc_verbs; do
+            for tl in $tls; do
                 echo "   [rep $rep/$reps] mpi_scale np=$np $tl" >&2
                 echo "== rep $rep np=$np $tl" >> "$out/mpi_scale.log"
                 # UCP's environment for TL but the device, which the rank picks

@@ -68,10 +68,28 @@ def extent(rows):
     return "partial run (%s)" % "; ".join(lacks) if lacks else "whole run"
 
 
+def paired_ratio(mine, x, col, runs):
+    """(ratio, mark): the median over the reps of X's number in COL over
+    the reference's in the same rep, and ' (K of N)' where only K of the N
+    reps have both. A rep runs the two jobs back to back, and the guest's
+    speed drifts over minutes (its jobs fall in modes about 2x apart), so
+    a ratio within a rep is steadier than one of the medians."""
+    def by_rep(tl):
+        return {r.get("rep") or "1": t.num(r[col]) for r in mine
+                if r["transport"] == tl}
+    a, b = by_rep(x), by_rep(t.REFERENCE)
+    reps = set(a) | set(b)
+    got = [v for v in (t.ratio(a.get(k), b.get(k)) for k in reps) if v is not None]
+    if not got:
+        return None, ""
+    n = max(len(reps), runs.reps or 0)
+    return t.median(got), " (%d of %d)" % (len(got), n) if len(got) < n else ""
+
+
 def op_table(rows, runs, unit):
     """The ops of UNIT (us or kB), each at every rank count: the medians of
     the runs' rank medians and of their largest ranks, per transport, and
-    the ratios of the others to rc_verbs."""
+    the ratios of the others to rc_verbs (paired_ratio)."""
     tls = t.ordered(rows, "transport")
     others = [x for x in tls if x != t.REFERENCE]
     ref = t.REFERENCE in tls
@@ -98,7 +116,9 @@ def op_table(rows, runs, unit):
                         [r[col] for r in mine if r["transport"] == x])
                     line.append("-" if med[x] is None else t.fmt(med[x]) + mark)
                 if ref:
-                    line += [t.fmt_ratio(t.ratio(med[x], med[t.REFERENCE])) for x in others]
+                    for x in others:
+                        v, mark = paired_ratio(mine, x, col, runs)
+                        line.append(t.fmt_ratio(v) + ("" if v is None else mark))
             out.append(line)
     return t.table(header, out) if out else ""
 
@@ -167,7 +187,9 @@ def blocks(d, expected=True):
             "`UCX_TLS=syncmem`, `rc_verbs` `UCX_TLS=rc_verbs,ud_verbs`. Per "
             "rank the median of its calls; median rank and slowest (largest) "
             "rank across the job's ranks, each the median of the runs; "
-            "ratios are transport / rc_verbs.\n\n" % (" (%s)" % where if where else ""))
+            "ratios are transport / rc_verbs: the median of the runs' ratios, "
+            "each of two jobs run one after the other (the guest's speed "
+            "drifts over minutes, between modes about 2x apart).\n\n" % (" (%s)" % where if where else ""))
     times, mem = op_table(rows, runs, "us"), op_table(rows, runs, "kB")
     if times:
         text += "Time per call (usec):\n\n" + times
