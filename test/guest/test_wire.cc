@@ -540,15 +540,16 @@ TEST_F(syncmem_wire_test, reconnect_after_a_cut_read_reply_returns_the_data)
 // (their replies were lost on its way out), the later ones never reached
 // it. Its REP says where its old QP stopped: what ran does not run again (a
 // fetch among it fails, its value gone; an add nobody fetches succeeds),
-// what never ran runs once on the new QP, in order. Each add is a distinct
-// bit, so the word says what ran how often. With keepalive (the peer's
+// and what never ran fails too, never posted again (so posted, fetch-adds
+// ran twice on Soft-RoCE 6.1: doc/design.md). Each add is a distinct bit,
+// so the word says what ran how often. With keepalive (the peer's
 // keepalive released its old QP before the REQ came: no answer about it),
-// every atomic of unknown outcome fails, and still none runs twice.
+// every atomic of unknown outcome fails, the adds nobody fetched too.
 class syncmem_wire_atomics_test : public syncmem_wire_test,
                                   public ::testing::WithParamInterface<bool> {
 };
 
-TEST_P(syncmem_wire_atomics_test, atomics_the_peer_never_ran_run_once)
+TEST_P(syncmem_wire_atomics_test, atomics_of_a_replaced_qp_never_run_twice)
 {
     const bool released = GetParam();
     uct_iface_h a, b;
@@ -659,21 +660,14 @@ TEST_P(syncmem_wire_atomics_test, atomics_the_peer_never_ran_run_once)
         EXPECT_EQ(UCS_ERR_CONNECTION_RESET, f.comp.status)
                 << "fetch-add " << f.add << " ran, its value is gone";
     }
+    EXPECT_EQ(63u, far[0]) << "none twice, none of the old QP's again";
+    for (const fetch &f : unrun) {
+        EXPECT_EQ(UCS_ERR_CONNECTION_RESET, f.comp.status)
+                << "fetch-add " << f.add << ": of the old QP";
+    }
     if (!released) {
-        EXPECT_EQ(63u + 448u, far[0]) << "each add exactly once";
-        uint64_t before = 63;
-        for (const fetch &f : unrun) {
-            EXPECT_EQ(UCS_OK, f.comp.status) << "fetch-add " << f.add;
-            EXPECT_EQ(before, f.result) << "fetch-add " << f.add;
-            before += f.add;
-        }
         EXPECT_EQ(UCS_OK, flushed) << "the adds nobody fetched ran once";
     } else {
-        EXPECT_EQ(63u, far[0]) << "none twice, none that may have run";
-        for (const fetch &f : unrun) {
-            EXPECT_EQ(UCS_ERR_CONNECTION_RESET, f.comp.status)
-                    << "fetch-add " << f.add << ": may have run";
-        }
         EXPECT_EQ(UCS_ERR_CONNECTION_RESET, flushed)
                 << "the adds nobody fetched may or may not have run";
     }
