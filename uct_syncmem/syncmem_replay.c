@@ -400,6 +400,17 @@ uint32_t uct_syncmem_replay_npkts(const uct_syncmem_ep_t *ep, uint16_t first,
     return npkts;
 }
 
+/* Atomic sn (entry e) has an unknown outcome, or ran with its value gone:
+ * it fails when it retires (uct_syncmem_ep_op_status), never runs
+ * again. */
+static void uct_syncmem_replay_set_lost(uct_syncmem_ep_t *ep, uint16_t sn,
+                                        uct_syncmem_replay_t *e)
+{
+    e->lost          = 1;
+    ep->lost.last_sn = sn;
+    ++ep->lost.count;
+}
+
 /* Whether the old value an atomic fetches is wanted: by a CAS always (an
  * emulated operation's next step reads it), by a fetch-add if its op has
  * somewhere to put it (syncmem_amo.c). */
@@ -469,9 +480,7 @@ ucs_status_t uct_syncmem_replay_peer_ran(uct_syncmem_ep_t *ep,
         psns += npkts;
         if (uct_syncmem_opcode_is_atomic(e->opcode) && !e->lost &&
             uct_syncmem_replay_reply_wanted(ep, sn, e)) {
-            e->lost          = 1;
-            ep->lost.last_sn = sn;
-            ++ep->lost.count;
+            uct_syncmem_replay_set_lost(ep, sn, e);
         }
     }
 
@@ -480,9 +489,7 @@ ucs_status_t uct_syncmem_replay_peer_ran(uct_syncmem_ep_t *ep,
     for (rest = sn; rest != (uint16_t)(first + sent); ++rest) {
         e = uct_syncmem_replay_entry(&ep->replay, rest);
         if (uct_syncmem_opcode_is_atomic(e->opcode) && !e->lost) {
-            e->lost          = 1;
-            ep->lost.last_sn = rest;
-            ++ep->lost.count;
+            uct_syncmem_replay_set_lost(ep, rest, e);
         }
     }
     if (!ep->reconnect.ran_valid ||
@@ -542,9 +549,7 @@ uct_syncmem_replay_wr(uct_syncmem_ep_t *ep, uint16_t sn, int how,
          * that empty write again, on any QP: its op fails, so it never
          * runs. */
         if (!e->lost) {
-            e->lost             = 1;
-            ep->lost.last_sn = sn;
-            ++ep->lost.count;
+            uct_syncmem_replay_set_lost(ep, sn, e);
         }
         wr->opcode              = IBV_WR_RDMA_WRITE;
         wr->send_flags         |= IBV_SEND_SIGNALED;
