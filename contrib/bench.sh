@@ -532,11 +532,16 @@ gups_main() {
 
 # What an endpoint costs as a worker connects to many (contrib/bench/scale.c,
 # each N in a process of its own): syncmem, syncmem_norc
-# (UCX_SYNCMEM_RECONNECT=n) and rc_verbs, $reps times, interleaved; the
-# client on $SYNCMEM_DEV0, its peer on SYNCMEM_DEV1 in a two-host guest,
-# else on the same port. Not in a run without --only: at N = 1024 it makes
-# 2048 QPs a transport, and the run takes minutes; the guest's rxe may
-# refuse some (an N it could not measure is nan, and says why).
+# (UCX_SYNCMEM_RECONNECT=n) and rc_verbs, $reps times. The three
+# transports' runs of one N follow each other, which first rotating rep by
+# rep, so that each rep compares runs seconds apart (tables_scale.py takes
+# each rep's ratio): the guest's speed drifts between modes about 2x apart
+# that hold for minutes, and one transport's whole list of N takes
+# minutes. The client on $SYNCMEM_DEV0, its peer on SYNCMEM_DEV1 in a
+# two-host guest, else on the same port. Not in a run without --only: at
+# N = 1024 it makes 2048 QPs a transport, and the run takes minutes; the
+# guest's rxe may refuse some (an N it could not measure is nan, and says
+# why).
 scale_main() {
     reps=$1 out=$2
     ns=${SYNCMEM_SCALE_N:-1,16,64,256,1024}
@@ -545,30 +550,37 @@ scale_main() {
     : > "$out/scale.info"
     rep=1
     while [ "$rep" -le "$reps" ]; do
-        for tl in syncmem syncmem_norc rc_verbs; do
-            echo "   [rep $rep/$reps] scale $tl, N = $ns" >&2
-            echo "== rep $rep $tl" >> "$out/scale.log"
-            case $tl in
-                syncmem_norc) set -- env UCX_SYNCMEM_RECONNECT=n ;;
-                *)            set -- env ;;
-            esac
-            prc=0
-            "$@" "$top/contrib/tools/syncmem-run" "$top/contrib/bench/scale" \
-                -t "${tl%_norc}" -T "$tl" -R "$rep" -d "$dev" \
-                -D "${SYNCMEM_DEV1:-$dev}" -n "$ns" \
-                > "$out/scale.one" 2>> "$out/scale.log" || prc=$?
-            cat "$out/scale.one" >> "$out/scale.log"
-            grep '^# .*: max_qp' "$out/scale.one" >> "$out/scale.info" || true
-            grep -v '^#' "$out/scale.one" >> "$out/scale.csv" || true
-            # (each N it could not measure is a row of nan and why)
-            grep -v '^#' "$out/scale.one" | awk -F, '
-                {for (i = 4; i < NF; i++) if ($i == "nan") {print $2 " " $NF; next}}' |
-                while read -r n why; do
-                    failed_run "scale $tl N=$n rep $rep" "$why"
-                done
-            if [ "$prc" -ne 0 ] && ! grep -q '^[a-z]' "$out/scale.one"; then
-                failed_run "scale $tl rep $rep" "scale exited $prc with no row (scale.log)"
-            fi
+        case $((rep % 3)) in
+            1) tls="syncmem syncmem_norc rc_verbs" ;;
+            2) tls="syncmem_norc rc_verbs syncmem" ;;
+            0) tls="rc_verbs syncmem syncmem_norc" ;;
+        esac
+        for n in $(echo "$ns" | tr , ' '); do
+            for tl in $tls; do
+                echo "   [rep $rep/$reps] scale $tl, N = $n" >&2
+                echo "== rep $rep $tl N=$n" >> "$out/scale.log"
+                case $tl in
+                    syncmem_norc) set -- env UCX_SYNCMEM_RECONNECT=n ;;
+                    *)            set -- env ;;
+                esac
+                prc=0
+                "$@" "$top/contrib/tools/syncmem-run" "$top/contrib/bench/scale" \
+                    -t "${tl%_norc}" -T "$tl" -R "$rep" -d "$dev" \
+                    -D "${SYNCMEM_DEV1:-$dev}" -n "$n" \
+                    > "$out/scale.one" 2>> "$out/scale.log" || prc=$?
+                cat "$out/scale.one" >> "$out/scale.log"
+                grep '^# .*: max_qp' "$out/scale.one" >> "$out/scale.info" || true
+                grep -v '^#' "$out/scale.one" >> "$out/scale.csv" || true
+                # (an N it could not measure is a row of nan and why)
+                grep -v '^#' "$out/scale.one" | awk -F, '
+                    {for (i = 4; i < NF; i++) if ($i == "nan") {print $2 " " $NF; next}}' |
+                    while read -r n1 why; do
+                        failed_run "scale $tl N=$n1 rep $rep" "$why"
+                    done
+                if [ "$prc" -ne 0 ] && ! grep -q '^[a-z]' "$out/scale.one"; then
+                    failed_run "scale $tl N=$n rep $rep" "scale exited $prc with no row (scale.log)"
+                fi
+            done
         done
         rep=$((rep + 1))
     done

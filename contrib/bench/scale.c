@@ -36,7 +36,8 @@
  *    with nothing to send: what endpoints that stopped sending keep (a
  *    transport may give back what only traffic needs).
  * Output: a CSV line per N (its header: scale -H), then '# ' lines (the
- * largest N measured, what the devices allow); NAME (default TL) is its
+ * largest N measured, where a list of N had one fail; what the devices
+ * allow); NAME (default TL) is its
  * transport, REP (default 1) its rep. Every wait gives up after -w seconds
  * (default 60) and says which one it was; a row that could not be measured
  * has nan for what it lacks and says why in its note. Exit status 0 when
@@ -699,8 +700,10 @@ int main(int argc, char **argv)
         } else {
             failed = 1;
             len    = strlen(res.note);
-            snprintf(res.note + len, sizeof(res.note) - len, "%slargest N"
-                     " measured before it: %u", len ? "; " : "", largest);
+            if (opts.n_count > 1) { /* (alone, there was no "before it") */
+                snprintf(res.note + len, sizeof(res.note) - len, "%slargest N"
+                         " measured before it: %u", len ? "; " : "", largest);
+            }
         }
         for (p = res.note; *p != '\0'; ++p) {
             *p = ((*p == ',') || (*p == '\n')) ? ';' : *p;
@@ -710,7 +713,7 @@ int main(int argc, char **argv)
                res.heap_kb, res.connect_ms, res.lat_med_us, res.lat_p99_us,
                res.rate_ops, res.rss_idle_kb, res.heap_idle_kb, res.note);
     }
-    if (failed) {
+    if (failed && (opts.n_count > 1)) {
         printf("# %s: largest N measured: %u\n", opts.name, largest);
     }
     scale_limits(&opts); /* (last: no verbs state in a child's parent) */

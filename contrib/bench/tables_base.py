@@ -41,6 +41,25 @@ def ratio(a, b):
     return a / b
 
 
+def paired_ratio(mine, x, col, runs):
+    """(ratio, mark): the median over the reps of X's number in COL over
+    the reference's in the same rep (MINE: the rows of one table cell,
+    every transport), and ' (K of N)' where only K of the N reps have
+    both. The benches run the transports' jobs of a rep back to back, and
+    the guest's speed drifts over minutes (its jobs fall in modes about 2x
+    apart), so a ratio within a rep is steadier than one of the medians."""
+    def by_rep(tl):
+        return {r.get("rep") or "1": num(r[col]) for r in mine
+                if r["transport"] == tl}
+    a, b = by_rep(x), by_rep(REFERENCE)
+    reps = set(a) | set(b)
+    got = [v for v in (ratio(a.get(k), b.get(k)) for k in reps) if v is not None]
+    if not got:
+        return None, ""
+    n = max(len(reps), runs.reps or 0)
+    return median(got), " (%d of %d)" % (len(got), n) if len(got) < n else ""
+
+
 def size_name(n):
     """A size in bytes as written in the tables: '64 KiB', '1 MiB', '8 B'."""
     n = int(n)

@@ -68,28 +68,10 @@ def extent(rows):
     return "partial run (%s)" % "; ".join(lacks) if lacks else "whole run"
 
 
-def paired_ratio(mine, x, col, runs):
-    """(ratio, mark): the median over the reps of X's number in COL over
-    the reference's in the same rep, and ' (K of N)' where only K of the N
-    reps have both. A rep runs the two jobs back to back, and the guest's
-    speed drifts over minutes (its jobs fall in modes about 2x apart), so
-    a ratio within a rep is steadier than one of the medians."""
-    def by_rep(tl):
-        return {r.get("rep") or "1": t.num(r[col]) for r in mine
-                if r["transport"] == tl}
-    a, b = by_rep(x), by_rep(t.REFERENCE)
-    reps = set(a) | set(b)
-    got = [v for v in (t.ratio(a.get(k), b.get(k)) for k in reps) if v is not None]
-    if not got:
-        return None, ""
-    n = max(len(reps), runs.reps or 0)
-    return t.median(got), " (%d of %d)" % (len(got), n) if len(got) < n else ""
-
-
 def op_table(rows, runs, unit):
     """The ops of UNIT (us or kB), each at every rank count: the medians of
     the runs' rank medians and of their largest ranks, per transport, and
-    the ratios of the others to rc_verbs (paired_ratio)."""
+    the ratios of the others to rc_verbs (tables_base.paired_ratio)."""
     tls = t.ordered(rows, "transport")
     others = [x for x in tls if x != t.REFERENCE]
     ref = t.REFERENCE in tls
@@ -117,7 +99,7 @@ def op_table(rows, runs, unit):
                     line.append("-" if med[x] is None else t.fmt(med[x]) + mark)
                 if ref:
                     for x in others:
-                        v, mark = paired_ratio(mine, x, col, runs)
+                        v, mark = t.paired_ratio(mine, x, col, runs)
                         line.append(t.fmt_ratio(v) + ("" if v is None else mark))
             out.append(line)
     return t.table(header, out) if out else ""

@@ -17,7 +17,8 @@ import os
 import statistics
 
 from tables_base import (REFERENCE, fmt, fmt_ratio, median, num, ordered,
-                         ratio, read_csv, section_block, section_rows, table)
+                         paired_ratio, read_csv, section_block, section_rows,
+                         table)
 
 # A whole run of the scale section (contrib/bench/scale.c's rows in
 # scale.csv): these transports at these endpoint counts
@@ -58,7 +59,8 @@ def extent(rows):
 def tables(rows, runs):
     """A table per metric: N down, transports across, their medians (a
     cell none of whose runs gave a number is '-', and fails), and the
-    ratios to rc_verbs."""
+    ratios to rc_verbs: the median of the reps' own (paired_ratio; a rep
+    runs the transports' processes of one N back to back)."""
     tls = ordered(rows, "transport")
     others = [t for t in tls if t != REFERENCE]
     ref = REFERENCE in tls
@@ -75,7 +77,10 @@ def tables(rows, runs):
                     [r[col] for r in rows if r["n"] == n and r["transport"] == t])
                 line.append("-" if med[t] is None else fmt(med[t]) + mark)
             if ref:
-                line += [fmt_ratio(ratio(med[t], med[REFERENCE])) for t in others]
+                mine = [r for r in rows if r["n"] == n]
+                for t in others:
+                    v, mark = paired_ratio(mine, t, col, runs)
+                    line.append(fmt_ratio(v) + ("" if v is None else mark))
             lines.append(line)
         out.append("%s:\n\n%s" % (title, table(header, lines)))
     return "\n".join(out)
@@ -97,7 +102,9 @@ def blocks(d, expected=True):
             "a process of its own); the peer is in the same process, so memory "
             "is that of both ends of each connection. `syncmem_norc`: "
             "`UCX_SYNCMEM_RECONNECT=n`. Medians; ratios are transport / "
-            "rc_verbs.\n\n" + tables(rows, runs) +
+            "rc_verbs: the median of the runs' ratios, each of processes run "
+            "one after the other (the guest's speed drifts over minutes, "
+            "between modes about 2x apart).\n\n" + tables(rows, runs) +
             "\n![memory per endpoint against N](plots/%s)\n" % SCALE_PLOT)
     bad = [r for r in rows if any(num(r.get(c)) is None for c, _ in SCALE_METRICS)]
     if bad:
