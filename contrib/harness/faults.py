@@ -194,7 +194,6 @@ class Output:
         self.stalls = []            # (start, end, open)
         self.streamed_end = None
         self.resumed = self.newqp = self.gaveup = 0
-        self.again = 0              # atomics posted again: the peer never ran them
         self.reconnect_ms = []
         self.unreadable = []        # events that could not be counted
         self.failed_pairs = 0
@@ -220,10 +219,6 @@ class Output:
                     if w[2] in ("resumed", "newqp") and len(w) == 4:
                         setattr(self, w[2], getattr(self, w[2]) + 1)
                         self.reconnect_ms.append(float(w[3]))
-                    elif w[2] == "newqp" and len(w) == 6 and w[4] == "again":
-                        self.newqp += 1
-                        self.reconnect_ms.append(float(w[3]))
-                        self.again += int(w[5])
                     elif w[2] == "gaveup":
                         self.gaveup += 1
                     else:
@@ -553,9 +548,6 @@ def judge_uct(run, log, out, deadline):
         notes.append("syncmem reconnected %d times (%d resumed, %d onto a new "
                      "QP), up to %.0f ms" % (rec, out.resumed, out.newqp,
                                              max(out.reconnect_ms)))
-        if out.again:
-            notes.append("%d atomics posted again: the peer said it had not "
-                         "run them" % out.again)
     if out.gaveup:
         notes.append("syncmem gave up reconnecting %d times" % out.gaveup)
     if out.resends or out.reresends:
