@@ -537,8 +537,11 @@ gups_main() {
 # rep, so that each rep compares runs seconds apart (tables_scale.py takes
 # each rep's ratio): the guest's speed drifts between modes about 2x apart
 # that hold for minutes, and one transport's whole list of N takes
-# minutes. The client on $SYNCMEM_DEV0, its peer on SYNCMEM_DEV1 in a
-# two-host guest, else on the same port. Not in a run without --only: at
+# minutes. Each process is pinned to the last CPU (taskset): unpinned, a
+# process's put latency at N = 1 was about 19 or about 30 us by where the
+# scheduler put it, for every transport, while pinned all six of
+# syncmem's came out at 18.8-19.6 us. The client on $SYNCMEM_DEV0, its
+# peer on SYNCMEM_DEV1 in a two-host guest, else on the same port. Not in a run without --only: at
 # N = 1024 it makes 2048 QPs a transport, and the run takes minutes; the
 # guest's rxe may refuse some (an N it could not measure is nan, and says
 # why).
@@ -548,6 +551,10 @@ scale_main() {
     "$top/contrib/bench/scale" -H > "$out/scale.csv"
     : > "$out/scale.log"
     : > "$out/scale.info"
+    pin=
+    if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+        pin="taskset -c $(($(nproc) - 1))"
+    fi
     rep=1
     while [ "$rep" -le "$reps" ]; do
         case $((rep % 3)) in
@@ -564,7 +571,8 @@ scale_main() {
                     *)            set -- env ;;
                 esac
                 prc=0
-                "$@" "$top/contrib/tools/syncmem-run" "$top/contrib/bench/scale" \
+                # shellcheck disable=SC2086 # ($pin: words)
+                "$@" $pin "$top/contrib/tools/syncmem-run" "$top/contrib/bench/scale" \
                     -t "${tl%_norc}" -T "$tl" -R "$rep" -d "$dev" \
                     -D "${SYNCMEM_DEV1:-$dev}" -n "$n" \
                     > "$out/scale.one" 2>> "$out/scale.log" || prc=$?
