@@ -535,8 +535,7 @@ gups_main() {
 # (UCX_SYNCMEM_RECONNECT=n) and rc_verbs, $reps times. The three
 # transports' runs of one N follow each other, which first rotating rep by
 # rep, so that each rep compares runs seconds apart (tables_scale.py takes
-# each rep's ratio): the guest's speed drifts between modes about 2x apart
-# that hold for minutes, and one transport's whole list of N takes
+# each rep's ratio), not minutes: one transport's whole list of N takes
 # minutes. Each process is pinned to the last CPU (taskset): unpinned, a
 # process's put latency at N = 1 was about 19 or about 30 us by where the
 # scheduler put it, for every transport, while pinned all six of

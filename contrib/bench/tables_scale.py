@@ -103,8 +103,9 @@ def blocks(d, expected=True):
             "is that of both ends of each connection. `syncmem_norc`: "
             "`UCX_SYNCMEM_RECONNECT=n`. Medians; ratios are transport / "
             "rc_verbs: the median of the runs' ratios, each of processes run "
-            "one after the other (the guest's speed drifts over minutes, "
-            "between modes about 2x apart).\n\n" + tables(rows, runs) +
+            "one after the other, each pinned to one vCPU (unpinned, a "
+            "process's latency falls in one of two modes about 1.5x apart, by "
+            "where the scheduler puts it).\n\n" + tables(rows, runs) +
             "\n![memory per endpoint against N](plots/%s)\n" % SCALE_PLOT)
     bad = [r for r in rows if any(num(r.get(c)) is None for c, _ in SCALE_METRICS)]
     if bad:
