@@ -37,11 +37,11 @@
  *    transport may give back what only traffic needs).
  * Output: a CSV line per N (its header: scale -H), then '# ' lines (the
  * largest N measured, where a list of N had one fail; what the devices
- * allow); NAME (default TL) is its
- * transport, REP (default 1) its rep. Every wait gives up after -w seconds
- * (default 60) and says which one it was; a row that could not be measured
- * has nan for what it lacks and says why in its note. Exit status 0 when
- * every N was measured, 1 otherwise, 2 on a bad call.
+ * allow); NAME (default TL) is its transport, REP (default 1) its rep.
+ * Every wait gives up after -w seconds (default 60) and says which one it
+ * was; a row that could not be measured has nan for what it lacks and says
+ * why in its note. Exit status 0 when every N was measured, 1 otherwise, 2
+ * on a bad call.
  */
 #include <uct/api/uct.h>
 #include <ucs/async/async.h>
