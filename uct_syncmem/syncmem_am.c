@@ -264,6 +264,12 @@ ucs_status_t uct_syncmem_rx_init(uct_syncmem_iface_t *iface,
         goto err_cq;
     }
 
+    /* The whole queue and two refills beyond it, in one chunk (one
+     * registration). Without the spare, the first refill after UCP kept a
+     * descriptor (an unexpected message) registers a new chunk from
+     * progress, in the middle of the traffic: 10-20 ms on an emulated host,
+     * which every rank waiting on this one pays too. */
+    ucs_mpool_grow(&iface->rx.mp, iface->rx.queue_len + 2 * iface->rx.batch);
     while ((iface->rx.available > 0) &&
            (uct_syncmem_rx_post(iface, ucs_min(iface->rx.available,
                                                iface->rx.batch)) > 0)) {
